@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Builds the real components the test rig (test/rig) runs: etcd, kube-apiserver,
+# Argo's workflow-controller and argo CLI, plus Argo's CRDs, into bin/.
+#
+#   hack/build-tools.sh                 # everything missing or out of date
+#   hack/build-tools.sh etcd argo-crds  # only these (names: etcd kube-apiserver
+#                                       #   workflow-controller argo argo-crds)
+#
+# Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
+# go.sum committed), so the builds are reproducible and never touch the
+# project's go.mod. A tool is rebuilt only when bin/.stamps/<tool> differs from
+# the pinned version (that is, on first use or after a version bump).
+# Builds run one after another: on a 2-core machine parallel links only thrash.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS="$ROOT/hack/tools"
+BIN="$ROOT/bin"
+STAMPS="$BIN/.stamps"
+mkdir -p "$STAMPS"
+# bin/ holds build outputs only; keep it out of git even without a root rule.
+[[ -f $BIN/.gitignore ]] || echo '*' >"$BIN/.gitignore"
+
+# Go honours GOFLAGS from the caller; the tool modules must resolve against
+# their own go.sum and never against a workspace.
+export GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=mod" CGO_ENABLED=0
+BUILD_FLAGS=(-trimpath "-ldflags=-s -w")
+
+# module version as pinned in a tool module's go.mod (the stamp also covers
+# the replace lines, so a bump of any of them triggers a rebuild).
+pin() { # <module dir> <module path>
+	(cd "$TOOLS/$1" && go list -m -f '{{.Version}}' "$2")
+}
+stamp_of() { # <module dir>: digest of the pinned module graph
+	cat "$TOOLS/$1/go.mod" "$TOOLS/$1/go.sum" | sha256sum | cut -c1-16
+}
+
+up_to_date() { # <tool> <stamp> <outputs...>
+	local tool=$1 want=$2
+	shift 2
+	for f in "$@"; do [[ -e $f ]] || return 1; done
+	[[ -f $STAMPS/$tool && $(cat "$STAMPS/$tool") == "$want" ]]
+}
+
+announce() { # <tool> <version> <estimate>
+	local why="version changed"
+	[[ -f $STAMPS/$1 ]] || why="first time"
+	echo "building $1 $2 ($why, ~$3)..."
+}
+
+timed() { # runs a build step, then prints how long it took
+	local start=$SECONDS
+	"$@"
+	echo "  done in $((SECONDS - start))s"
+}
+
+build_etcd() {
+	local v s
+	v=$(pin etcd go.etcd.io/etcd/server/v3)
+	s="$v $(stamp_of etcd)"
+	if up_to_date etcd "$s" "$BIN/etcd"; then echo "etcd $v up to date"; return; fi
+	announce etcd "$v" "40 s"
+	(cd "$TOOLS/etcd" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
+	echo "$s" >"$STAMPS/etcd"
+}
+
+build_kube_apiserver() {
+	local v s
+	v=$(pin kube-apiserver k8s.io/kubernetes)
+	s="$v $(stamp_of kube-apiserver)"
+	if up_to_date kube-apiserver "$s" "$BIN/kube-apiserver"; then echo "kube-apiserver $v up to date"; return; fi
+	announce kube-apiserver "$v" "8 min"
+	(cd "$TOOLS/kube-apiserver" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+	echo "$s" >"$STAMPS/kube-apiserver"
+}
+
+argo_dir() { (cd "$TOOLS/argo" && go list -m -f '{{.Dir}}' github.com/argoproj/argo-workflows/v3); }
+
+build_workflow_controller() {
+	local v s
+	v=$(pin argo github.com/argoproj/argo-workflows/v3)
+	s="$v $(stamp_of argo)"
+	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v up to date"; return; fi
+	announce workflow-controller "$v" "6 min"
+	(cd "$TOOLS/argo" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/workflow-controller" \
+		github.com/argoproj/argo-workflows/v3/cmd/workflow-controller)
+	echo "$s" >"$STAMPS/workflow-controller"
+}
+
+# The argo CLI embeds ui/dist/app (its built web UI), which the module zip
+# lacks. Build it from a writable copy of the module with a placeholder page,
+# through a throw-away copy of hack/tools/argo whose go.mod replaces
+# argo-workflows/v3 by that copy; the committed module files stay untouched.
+build_argo_cli() {
+	local v s src work
+	v=$(pin argo github.com/argoproj/argo-workflows/v3)
+	s="$v $(stamp_of argo)"
+	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v up to date"; return; fi
+	announce argo "$v" "3 min after workflow-controller"
+	src=$(argo_dir)
+	work="$BIN/.work/argo"
+	[[ -e $work ]] && chmod -R u+w "$work" && rm -rf "$work"
+	mkdir -p "$work"
+	cp -r "$src" "$work/argo-workflows"
+	chmod -R u+w "$work/argo-workflows"
+	mkdir -p "$work/argo-workflows/ui/dist/app"
+	echo '<!doctype html><title>Argo UI not bundled (BPA test build)</title>' \
+		>"$work/argo-workflows/ui/dist/app/index.html"
+	mkdir -p "$work/mod"
+	cp "$TOOLS/argo/go.mod" "$TOOLS/argo/go.sum" "$TOOLS/argo/tools.go" "$work/mod/"
+	(
+		cd "$work/mod"
+		go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
+		timed go build "${BUILD_FLAGS[@]}" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
+	)
+	rm -rf "$work"
+	echo "$s" >"$STAMPS/argo"
+}
+
+copy_argo_crds() {
+	local v s src
+	v=$(pin argo github.com/argoproj/argo-workflows/v3)
+	s="$v $(stamp_of argo)"
+	if up_to_date argo-crds "$s" "$BIN/argo-crds"; then echo "argo-crds $v up to date"; return; fi
+	echo "copying argo-crds $v..."
+	src=$(argo_dir)
+	rm -rf "$BIN/argo-crds"
+	mkdir -p "$BIN/argo-crds"
+	cp "$src"/manifests/base/crds/full/argoproj.io_*.yaml "$BIN/argo-crds/"
+	chmod -R u+w "$BIN/argo-crds"
+	echo "$s" >"$STAMPS/argo-crds"
+}
+
+want=("$@")
+[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo)
+for t in "${want[@]}"; do
+	case $t in
+	etcd) build_etcd ;;
+	kube-apiserver) build_kube_apiserver ;;
+	workflow-controller) build_workflow_controller ;;
+	argo) build_argo_cli ;;
+	argo-crds) copy_argo_crds ;;
+	*)
+		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo argo-crds)" >&2
+		exit 2
+		;;
+	esac
+done

@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools records the main packages built from this module so that
+// `go mod tidy` keeps their dependencies.
+package tools
+
+import (
+	_ "github.com/argoproj/argo-workflows/v3/cmd/argo"
+	_ "github.com/argoproj/argo-workflows/v3/cmd/workflow-controller"
+)

@@ -1,0 +1,143 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	// ClusterLabel names the cluster a CR belongs to. It is required (enforced by the
+	// ValidatingAdmissionPolicy in config/admission) because CRD CEL rules cannot see labels.
+	ClusterLabel = "cluster"
+	// OwnerLabel is the ICN tenant label; BPA carries it along but gives it no meaning.
+	OwnerLabel = "owner"
+
+	// RerunAnnotation asks for a new run of the current generation: any new value starts one.
+	RerunAnnotation = "bpa.akraino.org/rerun"
+
+	// Labels BPA puts on the Workflows it creates, and that `argo submit --from` runs carry
+	// through the WorkflowTemplates' workflowMetadata, so the controller can find both.
+	ProvisioningNameLabel = "bpa.akraino.org/provisioning"
+	SoftwareNameLabel     = "bpa.akraino.org/software"
+	ClusterNameLabel      = "bpa.akraino.org/cluster"
+
+	// HostClaimLabel marks a BareMetalHost as taken by the named cluster.
+	HostClaimLabel = "bpa.akraino.org/cluster"
+	// Host capability labels a node with sriov/qat requirements looks for.
+	SRIOVFeatureLabel = "feature.bpa.akraino.org/sriov"
+	QATFeatureLabel   = "feature.bpa.akraino.org/qat"
+)
+
+// RunPhase mirrors the phase of the Workflow that is carrying out the CR.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Error
+type RunPhase string
+
+const (
+	PhasePending   RunPhase = "Pending"
+	PhaseRunning   RunPhase = "Running"
+	PhaseSucceeded RunPhase = "Succeeded"
+	PhaseFailed    RunPhase = "Failed"
+	PhaseError     RunPhase = "Error"
+)
+
+// Condition types, kstatus-compatible.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
+
+// SSHConfig says how steps reach the cluster's hosts. The Secret is mounted into the step
+// pods that need it; its content never appears in a Workflow parameter.
+type SSHConfig struct {
+	// SecretName names a Secret (type kubernetes.io/ssh-auth) in the CR's namespace with the
+	// private key under `ssh-privatekey` and the hosts' public keys under `known_hosts`.
+	// Defaults to `<cluster>-ssh`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	SecretName string `json:"secretName,omitempty"`
+
+	// User is the login user; steps use sudo when it is not root.
+	// +optional
+	// +kubebuilder:default=root
+	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_-]{0,31}$`
+	User string `json:"user,omitempty"`
+
+	// Port is the hosts' SSH port.
+	// +optional
+	// +kubebuilder:default=22
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// InsecureIgnoreHostKey skips the known_hosts check. Only for labs: it lets anyone on
+	// the path impersonate a host and receive the cluster's admin credentials.
+	// +optional
+	InsecureIgnoreHostKey bool `json:"insecureIgnoreHostKey,omitempty"`
+}
+
+// WorkflowReference identifies the Workflow carrying out the current run.
+type WorkflowReference struct {
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid,omitempty"`
+}
+
+// StepStatus mirrors one DAG task of the Workflow.
+type StepStatus struct {
+	Name       string       `json:"name"`
+	Phase      string       `json:"phase,omitempty"`
+	Message    string       `json:"message,omitempty"`
+	StartedAt  *metav1.Time `json:"startedAt,omitempty"`
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// HostStatus is one host BPA chose for the cluster.
+type HostStatus struct {
+	Name          string   `json:"name"`
+	Roles         []string `json:"roles,omitempty"`
+	MAC           string   `json:"mac,omitempty"`
+	IP            string   `json:"ip,omitempty"`
+	BareMetalHost string   `json:"bareMetalHost,omitempty"`
+}
+
+// RunStatus is the part of the status every runnable kind shares.
+type RunStatus struct {
+	// Phase of the current (or last) run.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+	// ObservedGeneration is the generation the current run was started for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Workflow is the Workflow carrying out the current run.
+	// +optional
+	Workflow *WorkflowReference `json:"workflow,omitempty"`
+	// Progress is Argo's `done/total` count of the run's steps.
+	// +optional
+	Progress string `json:"progress,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Message explains the phase, e.g. the failing step's error.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Steps are the Workflow's tasks, in DAG order.
+	// +optional
+	// +listType=atomic
+	Steps []StepStatus `json:"steps,omitempty"`
+	// Hosts are the hosts the run chose, with their addresses.
+	// +optional
+	// +listType=atomic
+	Hosts []HostStatus `json:"hosts,omitempty"`
+	// LastHandledRerun is the value of the bpa.akraino.org/rerun annotation the current run
+	// answers, so one request starts one run.
+	// +optional
+	LastHandledRerun string `json:"lastHandledRerun,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}

@@ -1,0 +1,244 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// NodeName is an RFC 1123 label: it becomes both a Kubernetes node name and an Ansible host.
+const nodeNamePattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+
+// NodeEntry is one `- <node-name>: {...}` item of masters or workers: a map with exactly one
+// key, the node name. A null value (`- master-1:`) means "no requirements"; under workers it
+// is how ICN says that a master is also a worker.
+//
+// +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:MaxProperties=1
+// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 63 && k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="node name must be an RFC 1123 label (lower-case letters, digits and '-', at most 63 characters)"
+type NodeEntry map[string]*NodeRequirements
+
+// NodeRequirements select the host for one node: by MAC, by resources, or both (then the
+// host found by MAC must also meet the resources).
+// +nullable
+type NodeRequirements struct {
+	// MACAddress of one of the host's NICs, `:` or `-` separated, any case.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$`
+	MACAddress string `json:"mac-address,omitempty"`
+
+	// CPU is the minimum number of CPUs (BareMetalHost status.hardware.cpu.count).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	CPU *int32 `json:"cpu,omitempty"`
+
+	// Memory is the minimum RAM, as a quantity such as 8Gi.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// SRIOV requires a host labelled feature.bpa.akraino.org/sriov=true.
+	// +optional
+	SRIOV bool `json:"sriov,omitempty"`
+
+	// QAT requires a host labelled feature.bpa.akraino.org/qat=true.
+	// +optional
+	QAT bool `json:"qat,omitempty"`
+}
+
+// LeaseSourceType says where host IPs come from.
+// +kubebuilder:validation:Enum=BareMetalHost;ISC;Dnsmasq
+type LeaseSourceType string
+
+const (
+	// LeaseSourceBareMetalHost reads the IP metal3 introspection recorded on the host's NIC.
+	LeaseSourceBareMetalHost LeaseSourceType = "BareMetalHost"
+	// LeaseSourceISC reads an ISC dhcpd.leases file.
+	LeaseSourceISC LeaseSourceType = "ISC"
+	// LeaseSourceDnsmasq reads a dnsmasq leases file.
+	LeaseSourceDnsmasq LeaseSourceType = "Dnsmasq"
+)
+
+// LeaseSource tells resolve-leases how to map MACs to IPs.
+// +kubebuilder:validation:XValidation:rule="self.type == 'BareMetalHost' ? !has(self.hostPath) : has(self.hostPath)",message="hostPath is required for ISC and Dnsmasq lease files, and not allowed for BareMetalHost"
+type LeaseSource struct {
+	// +kubebuilder:default=BareMetalHost
+	Type LeaseSourceType `json:"type"`
+
+	// HostPath of the leases file on the node where DHCP runs; the resolve-leases pod
+	// mounts it read-only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^(/[^/\x00]+)+$`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..' || s == '.')",message="hostPath must be absolute and must not contain '.' or '..' segments"
+	HostPath string `json:"hostPath,omitempty"`
+}
+
+// KubesprayConfig chooses the kubespray release and extra variables.
+type KubesprayConfig struct {
+	// Image is the kubespray container image repository.
+	// +optional
+	// +kubebuilder:default="quay.io/kubespray/kubespray"
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$`
+	Image string `json:"image,omitempty"`
+
+	// Version is the image tag, which is also the kubespray release.
+	// +optional
+	// +kubebuilder:default="v2.28.0"
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
+	Version string `json:"version,omitempty"`
+
+	// ExtraVars are passed to ansible-playbook in a JSON vars file (never on the command
+	// line). Values are strings; Jinja delimiters are refused because Ansible would
+	// evaluate them.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && size(k) <= 128)",message="extraVars keys must be Ansible variable names ([A-Za-z_][A-Za-z0-9_]*)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096 && !self[k].contains('{{') && !self[k].contains('{%') && !self[k].contains('{#'))",message="extraVars values must not contain Jinja delimiters ({{, {%, {#) and are at most 4096 characters"
+	ExtraVars map[string]string `json:"extraVars,omitempty"`
+}
+
+// InventoryFlavor picks the group layout of the rendered hosts.ini.
+// +kubebuilder:validation:Enum=kubespray;kud
+type InventoryFlavor string
+
+const (
+	InventoryFlavorKubespray InventoryFlavor = "kubespray"
+	InventoryFlavorKUD       InventoryFlavor = "kud"
+)
+
+// InventoryConfig customises the rendered kubespray inventory.
+type InventoryConfig struct {
+	// Flavor is `kubespray` (current kubespray groups) or `kud` (ICN's KUD layout).
+	// +optional
+	// +kubebuilder:default=kubespray
+	Flavor InventoryFlavor `json:"flavor,omitempty"`
+
+	// TemplateConfigMapRef names a ConfigMap key holding a text/template (with sprig) that
+	// replaces the built-in inventory template.
+	// +optional
+	TemplateConfigMapRef *ConfigMapKeyReference `json:"templateConfigMapRef,omitempty"`
+}
+
+// ConfigMapKeyReference names a key of a ConfigMap in the CR's namespace.
+type ConfigMapKeyReference struct {
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:default="hosts.ini.tmpl"
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
+// ProvisioningSpec names the cluster's nodes and how to build it.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.workers.all(w, w.all(n, self.masters.all(m, !(n in m) || m[n] == null || w[n] == null || !has(m[n].mac__dash__address) || !has(w[n].mac__dash__address) || m[n].mac__dash__address.lowerAscii().replace('-', ':') == w[n].mac__dash__address.lowerAscii().replace('-', ':'))))",message="a node listed in both masters and workers is one host: its mac-address must be the same in both lists"
+// +kubebuilder:validation:XValidation:rule="(has(self.workers) ? self.masters + self.workers : self.masters).all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || (has(self.workers) ? self.masters + self.workers : self.masters).all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: two different nodes name the same MAC (compared case-insensitively)"
+type ProvisioningSpec struct {
+	// Masters are the control-plane nodes; at least one.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=15
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within masters"
+	Masters []NodeEntry `json:"masters"`
+
+	// Workers are the worker nodes. A name also listed under masters is the same host with
+	// both roles. With no workers, the masters also run workloads.
+	// +optional
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within workers"
+	Workers []NodeEntry `json:"workers,omitempty"`
+
+	// KUDPlugins are KUD add-ons installed with the cluster (ICN). They are handed to the
+	// kubespray run as the `kud_plugins` variable.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	KUDPlugins []DebianPackageName `json:"KUDPlugins,omitempty"`
+
+	// PodSubnet is the pods' CIDR (kubespray's kube_pods_subnet).
+	// +optional
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="PodSubnet must be a CIDR network address such as 10.244.64.0/18"
+	PodSubnet string `json:"PodSubnet,omitempty"`
+
+	// MasterSelector narrows the BareMetalHosts masters may be chosen from, like Cluster
+	// API Metal3's hostSelector.
+	// +optional
+	MasterSelector *metav1.LabelSelector `json:"masterSelector,omitempty"`
+
+	// WorkerSelector narrows the BareMetalHosts workers may be chosen from.
+	// +optional
+	WorkerSelector *metav1.LabelSelector `json:"workerSelector,omitempty"`
+
+	// BareMetalHostNamespace is where the BareMetalHosts live; defaults to the CR's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	BareMetalHostNamespace string `json:"bareMetalHostNamespace,omitempty"`
+
+	// Leases says where host IPs come from; defaults to the BareMetalHosts' NIC IPs.
+	// +optional
+	Leases *LeaseSource `json:"leases,omitempty"`
+
+	// Kubespray chooses the kubespray image and extra variables.
+	// +optional
+	Kubespray *KubesprayConfig `json:"kubespray,omitempty"`
+
+	// SSH says how kubespray and the verify step reach the hosts.
+	// +optional
+	SSH *SSHConfig `json:"ssh,omitempty"`
+
+	// Inventory customises the rendered inventory.
+	// +optional
+	Inventory *InventoryConfig `json:"inventory,omitempty"`
+}
+
+// DebianPackageName follows Debian policy: lower-case alphanumerics and + . -, starting with
+// an alphanumeric, so it can never be read as a command-line option.
+// +kubebuilder:validation:MinLength=2
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9+.-]+$`
+type DebianPackageName string
+
+// ProvisioningStatus mirrors the provisioning Workflow.
+type ProvisioningStatus struct {
+	RunStatus `json:",inline"`
+
+	// KubeconfigSecretName names the Secret (key `value`) holding the new cluster's
+	// admin kubeconfig, once published.
+	// +optional
+	KubeconfigSecretName string `json:"kubeconfigSecretName,omitempty"`
+}
+
+// Provisioning turns a set of bare-metal hosts into a Kubernetes cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=bpa;prov,categories=bpa
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels.cluster`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Workflow",type=string,JSONPath=`.status.workflow.name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Provisioning struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ProvisioningSpec   `json:"spec"`
+	Status ProvisioningStatus `json:"status,omitempty"`
+}
+
+// ProvisioningList is a list of Provisioning.
+//
+// +kubebuilder:object:root=true
+type ProvisioningList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Provisioning `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Provisioning{}, &ProvisioningList{})
+}

@@ -1,0 +1,153 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PackageState says whether a package should be installed or removed.
+type PackageState string
+
+const (
+	PackagePresent PackageState = "present"
+	PackageAbsent  PackageState = "absent"
+)
+
+// SoftwareItem is a package name (`- curl`) or a single-key map with options
+// (`- jq: {version: 1.5+dfsg-1ubuntu0.1}`), as in the ICN samples.
+//
+// The admission rule validates both forms because the schema cannot type a value that is
+// either a string or an object. Names and versions follow Debian policy syntax, so no value
+// can start with '-' or carry shell metacharacters.
+//
+// +kubebuilder:validation:Type=""
+// +kubebuilder:pruning:PreserveUnknownFields
+// +kubebuilder:validation:XValidation:rule="type(self) == string ? (size(self) <= 128 && self.matches('^[a-z0-9][a-z0-9+.-]+$')) : (type(self) == map && self.size() == 1 && self.all(n, size(n) <= 128 && n.matches('^[a-z0-9][a-z0-9+.-]+$')))",message="software item must be a Debian package name ([a-z0-9][a-z0-9+.-]+) or {<name>: {version: <v>, state: present|absent}}"
+// +kubebuilder:validation:XValidation:rule="type(self) == string || self.all(n, self[n] == null || (type(self[n]) == map && self[n].all(f, f == 'version' || f == 'state')))",message="software item options allow only 'version' and 'state'"
+// +kubebuilder:validation:XValidation:rule="type(self) == string || self.all(n, self[n] == null || type(self[n]) != map || !('version' in self[n]) || (type(self[n].version) == string && size(self[n].version) <= 128 && self[n].version.matches('^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$') && !self[n].version.endsWith('-')))",message="version must follow Debian version syntax ([epoch:]upstream[-revision], starting with a digit)"
+// +kubebuilder:validation:XValidation:rule="type(self) == string || self.all(n, self[n] == null || type(self[n]) != map || !('state' in self[n]) || self[n].state == 'present' || self[n].state == 'absent')",message="state must be 'present' or 'absent'"
+type SoftwareItem struct {
+	Name    string       `json:"-"`
+	Version string       `json:"-"`
+	State   PackageState `json:"-"`
+}
+
+type softwareOptions struct {
+	Version string       `json:"version,omitempty"`
+	State   PackageState `json:"state,omitempty"`
+}
+
+// MarshalJSON writes the short form when there are no options, as a user would.
+func (s SoftwareItem) MarshalJSON() ([]byte, error) {
+	if s.Version == "" && s.State == "" {
+		return json.Marshal(s.Name)
+	}
+	return json.Marshal(map[string]softwareOptions{s.Name: {Version: s.Version, State: s.State}})
+}
+
+// UnmarshalJSON reads both forms.
+func (s *SoftwareItem) UnmarshalJSON(data []byte) error {
+	var name string
+	if err := json.Unmarshal(data, &name); err == nil {
+		*s = SoftwareItem{Name: name}
+		return nil
+	}
+	var m map[string]*softwareOptions
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("software item must be a package name or {<name>: {version: <v>}}: %w", err)
+	}
+	if len(m) != 1 {
+		return fmt.Errorf("software item must have exactly one package name, got %d", len(m))
+	}
+	for n, o := range m {
+		*s = SoftwareItem{Name: n}
+		if o != nil {
+			s.Version, s.State = o.Version, o.State
+		}
+	}
+	return nil
+}
+
+// SoftwareSpec lists the packages for the cluster's masters and workers. Removing an item
+// never uninstalls the package; say `state: absent` for that.
+type SoftwareSpec struct {
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	MasterSoftware []SoftwareItem `json:"masterSoftware,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	WorkerSoftware []SoftwareItem `json:"workerSoftware,omitempty"`
+
+	// SSH says how to reach the hosts; defaults to the Secret `<cluster>-ssh` as root.
+	// +optional
+	SSH *SSHConfig `json:"ssh,omitempty"`
+}
+
+// PackageStatus is one package on one host.
+type PackageStatus struct {
+	Name      string `json:"name"`
+	Wanted    string `json:"wanted,omitempty"`
+	Installed string `json:"installed,omitempty"`
+}
+
+// HostSoftwareStatus is the outcome of the install on one host.
+type HostSoftwareStatus struct {
+	Name    string `json:"name"`
+	IP      string `json:"ip,omitempty"`
+	Phase   string `json:"phase,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Changed is true when the run had to install something on this host.
+	// +optional
+	Changed bool `json:"changed,omitempty"`
+	// +optional
+	// +listType=atomic
+	Packages []PackageStatus `json:"packages,omitempty"`
+}
+
+// SoftwareStatus mirrors the software Workflow, per host.
+type SoftwareStatus struct {
+	RunStatus `json:",inline"`
+
+	// HostSoftware is the per-host result of the last run.
+	// +optional
+	// +listType=atomic
+	HostSoftware []HostSoftwareStatus `json:"hostSoftware,omitempty"`
+
+	// NodesHash identifies the set of nodes the last run covered, so a node joining the
+	// cluster starts a run of its own.
+	// +optional
+	NodesHash string `json:"nodesHash,omitempty"`
+}
+
+// Software installs OS packages on a cluster's masters and workers and keeps them there.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sw,categories=bpa
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels.cluster`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Workflow",type=string,JSONPath=`.status.workflow.name`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Software struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SoftwareSpec   `json:"spec,omitempty"`
+	Status SoftwareStatus `json:"status,omitempty"`
+}
+
+// SoftwareList is a list of Software.
+//
+// +kubebuilder:object:root=true
+type SoftwareList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Software `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Software{}, &SoftwareList{})
+}

@@ -1,0 +1,142 @@
+package rig
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// ArgoVersion is the Argo release hack/tools/argo pins; the executor image
+// named in pods must match the controller.
+const ArgoVersion = "v3.7.18"
+
+// installArgoCRDs creates every CRD from <BinDir>/argo-crds (the controller
+// waits for an informer per kind) and waits until they are Established.
+// Created, not applied: the workflows CRD (~3 MB) exceeds the client-side
+// apply annotation limit.
+func (r *Rig) installArgoCRDs(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(r.BinDir, "argo-crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s (run hack/build-tools.sh): %v", filepath.Join(r.BinDir, "argo-crds"), err)
+	}
+	c, err := apiextensions.NewForConfig(r.RESTConfig)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		}
+		names = append(names, crd.Name)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			established := false
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// controllerConfig is the workflow-controller ConfigMap. Every value is a YAML
+// document (a bare `enabled: false` line is rejected). Metrics and telemetry
+// off keep the controller off port 9090, so rigs can run side by side.
+var controllerConfig = map[string]string{
+	"metricsConfig":   "enabled: false\n",
+	"telemetryConfig": "enabled: false\n",
+}
+
+// startWorkflowController runs Argo's controller in namespace argo, managing
+// only r.Namespace. It also listens on :6060 (healthz, hard-coded); when two
+// rigs run at once the second one only logs that the port is taken.
+func (r *Rig) startWorkflowController(ctx context.Context) error {
+	if err := r.ensureNamespace(ctx, ArgoNamespace); err != nil {
+		return err
+	}
+	c, err := kubernetes.NewForConfig(r.RESTConfig)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "workflow-controller-configmap", Namespace: ArgoNamespace},
+		Data:       controllerConfig,
+	}
+	if _, err := c.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	p, err := r.spawn("workflow-controller",
+		[]string{"LEADER_ELECTION_DISABLE=true"},
+		"workflow-controller",
+		"--kubeconfig="+r.Kubeconfig,
+		"--namespace="+ArgoNamespace,
+		"--namespaced",
+		"--managed-namespace="+r.Namespace,
+		"--executor-image=quay.io/argoproj/argoexec:"+ArgoVersion,
+	)
+	if err != nil {
+		return err
+	}
+	// No readiness endpoint of its own (:6060 may belong to another rig): the
+	// log line follows a successful config load; informers sync right after
+	// and Workflows created meanwhile are picked up by the initial list.
+	return waitFor(ctx, p, 60*time.Second, func(context.Context) error {
+		if grepFile(p.logPath, "Starting Workflow Controller") {
+			return nil
+		}
+		return fmt.Errorf("no %q in log yet", "Starting Workflow Controller")
+	})
+}
+
+// Argo runs the real argo CLI against the rig (KUBECONFIG, ARGO_NAMESPACE set,
+// ARGO_SERVER unset so it talks to the apiserver directly) and returns its
+// stdout; the error carries stderr.
+func (r *Rig) Argo(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(r.BinDir, "argo"), args...)
+	env := []string{"KUBECONFIG=" + r.Kubeconfig, "ARGO_NAMESPACE=" + r.Namespace}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ARGO_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("argo %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}

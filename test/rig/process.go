@@ -1,0 +1,168 @@
+package rig
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long a child gets between SIGTERM and SIGKILL.
+const stopGrace = 5 * time.Second
+
+// process is one child of the rig: etcd, a kube-apiserver or the
+// workflow-controller.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	done    chan struct{} // closed once the process has exited
+	err     error         // exit status, valid after done
+}
+
+// spawn starts bin with args, logging to <dir>/logs/<name>.log (and to extra,
+// line by line with a "[name] " prefix, when it is non-nil).
+func spawn(dir, name string, extra io.Writer, env []string, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(dir, "logs", name+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	var out io.Writer = f
+	if extra != nil {
+		out = io.MultiWriter(f, &prefixWriter{prefix: "[" + name + "] ", w: extra})
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Own process group, so Stop can signal the child and anything it forks.
+		Setpgid: true,
+		// Nothing must outlive a test binary killed by `go test -timeout` or ^C,
+		// when no Stop ever runs. (Pdeathsig follows the OS thread that forked,
+		// and Go keeps its threads alive unless a locked goroutine exits.)
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after stopGrace, and
+// waits for the process to be reaped.
+func (p *process) stop() {
+	if p.exited() {
+		return
+	}
+	pgid := -p.cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	// Reap stragglers of the group too (none of our children fork, but be sure).
+	_ = syscall.Kill(pgid, syscall.SIGKILL)
+}
+
+// tail returns the last n lines of the process log.
+func (p *process) tail(n int) string {
+	return tailFile(p.logPath, n)
+}
+
+// failure wraps err with the exit status and the last log lines, so a failed
+// start explains itself without digging in the rig directory.
+func (p *process) failure(err error) error {
+	status := "still running"
+	if p.exited() {
+		status = fmt.Sprintf("exited: %v", p.err)
+	}
+	return fmt.Errorf("%s (%s): %w\n--- last lines of %s ---\n%s", p.name, status, err, p.logPath, p.tail(30))
+}
+
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// prefixWriter prefixes every line written through it; writers from several
+// processes share one underlying writer, hence the lock.
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+	buf    bytes.Buffer
+}
+
+var prefixMu sync.Mutex
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	prefixMu.Lock()
+	defer prefixMu.Unlock()
+	p.buf.Write(b)
+	for {
+		line, err := p.buf.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			// Keep the partial line for the next write.
+			p.buf.Reset()
+			p.buf.Write(line)
+			return len(b), nil
+		}
+		if _, err := io.WriteString(p.w, p.prefix+string(line)); err != nil {
+			return len(b), err
+		}
+	}
+}
+
+// grepFile reports whether the file contains a line with substr.
+func grepFile(path, substr string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 64*1024), 1024*1024)
+	for s.Scan() {
+		if strings.Contains(s.Text(), substr) {
+			return true
+		}
+	}
+	return false
+}

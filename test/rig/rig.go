@@ -1,0 +1,443 @@
+// Package rig runs real Kubernetes control-plane components for integration
+// and end-to-end tests, and for `make demo`: etcd, kube-apiserver with Argo's
+// CRDs, and optionally Argo's workflow-controller, all as local processes on
+// loopback ports, with no container runtime, scheduler or kubelet.
+//
+// Build the binaries once with hack/build-tools.sh (into <repo>/bin), then:
+//
+//	r := rig.ForTest(t, rig.Options{WorkflowController: true})
+//	c := kubernetes.NewForConfigOrDie(r.RESTConfig)
+//
+// Workflow pods stay Pending in a rig: pair it with test/kubelet, which runs
+// their containers as local processes. Several rigs can run at once (each
+// picks free ports and its own temp dir).
+package rig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options configure Start. The zero value is a usable rig without
+// workflow-controller.
+type Options struct {
+	// BinDir holds the binaries from hack/build-tools.sh. Default: <repo>/bin,
+	// the repo root being the closest parent of the working directory that
+	// holds hack/build-tools.sh.
+	BinDir string
+	// Namespace is where Workflows run; created if absent. Default "bpa-system".
+	Namespace string
+	// WorkflowController starts Argo's workflow-controller, managing Namespace.
+	WorkflowController bool
+	// Log, when set, also receives every process's output, each line
+	// prefixed with "[process] ". It always goes to <Dir>/logs/*.log too.
+	Log io.Writer
+	// KeepDir keeps Dir (data, certs, logs) after Stop, for debugging.
+	KeepDir bool
+}
+
+// Tools are the files hack/build-tools.sh puts in the bin dir.
+var Tools = []string{"etcd", "kube-apiserver", "workflow-controller", "argo", "argo-crds"}
+
+// ArgoNamespace is where the workflow-controller runs and reads its ConfigMap.
+const ArgoNamespace = "argo"
+
+// Rig is a running control plane. Its exported fields are read-only.
+type Rig struct {
+	// Dir is the rig's temporary directory: etcd data, certs, kubeconfigs, logs/.
+	Dir string
+	// Kubeconfig is the path of an admin kubeconfig (token auth, real CA).
+	Kubeconfig string
+	// RESTConfig is the same admin identity for client-go.
+	RESTConfig *rest.Config
+	// URL is the apiserver's https URL on 127.0.0.1.
+	URL string
+	// CAData is the PEM CA bundle that verifies the rig's apiservers.
+	CAData []byte
+	// AdminToken is a bearer token in group system:masters.
+	AdminToken string
+	// Namespace is Options.Namespace, defaulted.
+	Namespace string
+	// BinDir is Options.BinDir, defaulted.
+	BinDir string
+
+	opts    Options
+	ca      *certAuthority
+	etcdURL string
+
+	mu      sync.Mutex
+	procs   []*process
+	app     *AppAPIServer
+	stopped bool
+}
+
+// Start starts etcd and kube-apiserver, installs Argo's CRDs, creates
+// Namespace and, if asked, starts the workflow-controller. On error every
+// process already started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "bpa-system"
+	}
+	if opts.BinDir == "" {
+		if opts.BinDir, err = DefaultBinDir(); err != nil {
+			return nil, err
+		}
+	}
+	if missing := missingTools(opts.BinDir); len(missing) > 0 {
+		return nil, fmt.Errorf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), opts.BinDir)
+	}
+	dir, err := os.MkdirTemp("", "bpa-rig-")
+	if err != nil {
+		return nil, err
+	}
+	r := &Rig{Dir: dir, Namespace: opts.Namespace, BinDir: opts.BinDir, opts: opts}
+	defer func() {
+		if err != nil {
+			_ = r.Stop()
+		}
+	}()
+	if r.ca, err = newCA(); err != nil {
+		return nil, err
+	}
+	r.CAData = r.ca.pem
+	if err = r.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	main, err := r.startAPIServer(ctx, "kube-apiserver", "/registry", "127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	r.URL, r.AdminToken, r.Kubeconfig, r.RESTConfig = main.URL, main.Token, main.Kubeconfig, main.RESTConfig
+	if err = r.installArgoCRDs(ctx); err != nil {
+		return nil, err
+	}
+	if err = r.ensureNamespace(ctx, r.Namespace); err != nil {
+		return nil, err
+	}
+	if opts.WorkflowController {
+		if err = r.startWorkflowController(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// ForTest starts a rig for t, stops it in t.Cleanup, and fails t (with the
+// tail of the process logs) if it cannot start. When t has failed by cleanup
+// time, the tail of every process log is logged too.
+func ForTest(t testing.TB, opts Options) *Rig {
+	t.Helper()
+	RequireTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	r, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start test rig: %v", err)
+	}
+	t.Logf("test rig up in %s (dir %s, apiserver %s)", time.Since(start).Round(time.Millisecond), r.Dir, r.URL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(r.LogTails(40))
+		}
+		if err := r.Stop(); err != nil {
+			t.Errorf("stop test rig: %v", err)
+		}
+	})
+	return r
+}
+
+// RequireTools fails t, rather than skipping it, when the binaries from
+// hack/build-tools.sh are missing: CI always builds them first, so a missing
+// binary is a broken setup, not an optional test.
+func RequireTools(t testing.TB) {
+	t.Helper()
+	bin, err := DefaultBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := missingTools(bin); len(missing) > 0 {
+		t.Fatalf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), bin)
+	}
+}
+
+// DefaultBinDir is <repo>/bin.
+func DefaultBinDir() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin"), nil
+}
+
+// RepoRoot finds the repository root: the closest parent of the working
+// directory, else of this source file, that holds hack/build-tools.sh (the
+// tool modules under hack/tools have their own go.mod, so go.mod alone is
+// ambiguous).
+func RepoRoot() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, dir := range starts {
+		for d := dir; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "hack", "build-tools.sh")); err == nil {
+				if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+					return d, nil
+				}
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("cannot find the repository root (a folder with go.mod and hack/build-tools.sh)")
+}
+
+func missingTools(bin string) []string {
+	var missing []string
+	for _, t := range Tools {
+		if _, err := os.Stat(filepath.Join(bin, t)); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	return missing
+}
+
+// Stop kills every process the rig started (SIGTERM, then SIGKILL after a
+// grace period), newest first, and removes Dir unless Options.KeepDir.
+// It is safe to call more than once.
+func (r *Rig) Stop() error {
+	r.mu.Lock()
+	procs := r.procs
+	r.procs = nil
+	already := r.stopped
+	r.stopped = true
+	r.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop()
+	}
+	if already || r.opts.KeepDir {
+		return nil
+	}
+	return os.RemoveAll(r.Dir)
+}
+
+// PIDs returns the process ids of the rig's running children.
+func (r *Rig) PIDs() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pids []int
+	for _, p := range r.procs {
+		if !p.exited() {
+			pids = append(pids, p.cmd.Process.Pid)
+		}
+	}
+	return pids
+}
+
+// LogTails returns the last n lines of each process log, for failure reports.
+func (r *Rig) LogTails(n int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, p := range r.procs {
+		fmt.Fprintf(&b, "--- last %d lines of %s ---\n%s\n", n, p.logPath, p.tail(n))
+	}
+	return b.String()
+}
+
+func (r *Rig) spawn(name string, env []string, bin string, args ...string) (*process, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil, errors.New("rig stopped")
+	}
+	p, err := spawn(r.Dir, name, r.opts.Log, env, filepath.Join(r.BinDir, bin), args...)
+	if err != nil {
+		return nil, err
+	}
+	r.procs = append(r.procs, p)
+	return p, nil
+}
+
+// startEtcd runs a single-member etcd. --unsafe-no-fsync: the data is thrown
+// away with the rig, and fsync dominates apiserver write latency otherwise.
+func (r *Rig) startEtcd(ctx context.Context) error {
+	return retryPorts(func() error {
+		client, peer := freePort(), freePort()
+		r.etcdURL = "http://127.0.0.1:" + strconv.Itoa(client)
+		peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
+		p, err := r.spawn("etcd", nil, "etcd",
+			"--name=rig",
+			"--data-dir="+filepath.Join(r.Dir, "etcd"),
+			"--listen-client-urls="+r.etcdURL,
+			"--advertise-client-urls="+r.etcdURL,
+			"--listen-peer-urls="+peerURL,
+			"--initial-advertise-peer-urls="+peerURL,
+			"--initial-cluster=rig="+peerURL,
+			"--unsafe-no-fsync",
+			"--log-level=warn",
+		)
+		if err != nil {
+			return err
+		}
+		return waitFor(ctx, p, 30*time.Second, func(ctx context.Context) error {
+			return httpGetOK(ctx, nil, r.etcdURL+"/health", "")
+		})
+	})
+}
+
+// AppAPIServer is a second kube-apiserver on the rig's etcd (own key prefix),
+// standing in for the application cluster a provisioning job creates.
+type AppAPIServer struct {
+	URL        string // https://127.0.0.1:Port
+	Port       int
+	CAData     []byte // PEM CA bundle that verifies it, for any 127.0.0.1 or 127.0.1.x URL
+	Token      string // admin bearer token (system:masters)
+	Kubeconfig string // admin kubeconfig file pointing at URL
+	RESTConfig *rest.Config
+}
+
+// KubeconfigFor returns an admin kubeconfig (as YAML) for the app apiserver
+// reached at host (e.g. a simulated node IP such as "127.0.1.5").
+func (a *AppAPIServer) KubeconfigFor(host string) ([]byte, error) {
+	return clientcmd.Write(*kubeconfig(fmt.Sprintf("https://%s:%d", host, a.Port), a.CAData, a.Token))
+}
+
+// StartAppAPIServer starts (once; later calls return the same server) the
+// application-cluster apiserver, with --etcd-prefix=/app.
+//
+// Test-only choice: it binds 0.0.0.0 and its certificate is valid for
+// 127.0.0.1 and 127.0.1.1..127.0.1.254, so a kubeconfig rewritten to a
+// simulated node IP (127.0.1.x, all loopback on Linux) still reaches it and
+// verifies TLS. Never a production setting: it listens on every interface.
+func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
+	r.mu.Lock()
+	app := r.app
+	r.mu.Unlock()
+	if app != nil {
+		return app, nil
+	}
+	app, err := r.startAPIServer(ctx, "app-apiserver", "/app", "0.0.0.0", simulatedNodeIPs())
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.app = app
+	r.mu.Unlock()
+	return app, nil
+}
+
+// startAPIServer runs a kube-apiserver on the rig's etcd and waits for /readyz.
+func (r *Rig) startAPIServer(ctx context.Context, name, etcdPrefix, bindAddress string, certIPs []net.IP) (*AppAPIServer, error) {
+	dir := filepath.Join(r.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f := func(n string) string { return filepath.Join(dir, n) }
+	if err := r.ca.issueServing(f("serving.crt"), f("serving.key"), certIPs); err != nil {
+		return nil, err
+	}
+	if err := writeServiceAccountKeys(f("sa.key"), f("sa.pub")); err != nil {
+		return nil, err
+	}
+	token := randomToken()
+	if err := os.WriteFile(f("tokens.csv"), []byte(token+",admin,admin,system:masters\n"), 0o600); err != nil {
+		return nil, err
+	}
+	var srv *AppAPIServer
+	err := retryPorts(func() error {
+		port := freePort()
+		url := fmt.Sprintf("https://127.0.0.1:%d", port)
+		p, err := r.spawn(name, nil, "kube-apiserver",
+			"--etcd-servers="+r.etcdURL,
+			"--etcd-prefix="+etcdPrefix,
+			"--bind-address="+bindAddress,
+			"--advertise-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(port),
+			"--cert-dir="+dir,
+			"--tls-cert-file="+f("serving.crt"),
+			"--tls-private-key-file="+f("serving.key"),
+			"--service-account-key-file="+f("sa.pub"),
+			"--service-account-signing-key-file="+f("sa.key"),
+			"--service-account-issuer=https://kubernetes.default.svc",
+			"--token-auth-file="+f("tokens.csv"),
+			"--authorization-mode=RBAC",
+			"--service-cluster-ip-range=10.0.0.0/24",
+			// Without a controller-manager no token controller runs, and pods
+			// name service accounts that may not exist yet.
+			"--disable-admission-plugins=ServiceAccount",
+			// One client per test: fairness queuing only adds start-up work.
+			"--enable-priority-and-fairness=false",
+		)
+		if err != nil {
+			return err
+		}
+		if err := waitFor(ctx, p, 60*time.Second, func(ctx context.Context) error {
+			return httpGetOK(ctx, r.CAData, url+"/readyz", token)
+		}); err != nil {
+			return err
+		}
+		srv = &AppAPIServer{URL: url, Port: port, CAData: r.CAData, Token: token, Kubeconfig: f("kubeconfig")}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := kubeconfig(srv.URL, srv.CAData, srv.Token)
+	if err := clientcmd.WriteToFile(*cfg, srv.Kubeconfig); err != nil {
+		return nil, err
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	// Tests create objects in bursts; client-side throttling only slows them.
+	rc.QPS, rc.Burst = 200, 400
+	srv.RESTConfig = rc
+	return srv, nil
+}
+
+func kubeconfig(server string, ca []byte, token string) *clientcmdapi.Config {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["rig"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["rig"] = &clientcmdapi.Context{Cluster: "rig", AuthInfo: "admin"}
+	cfg.CurrentContext = "rig"
+	return cfg
+}
+
+func (r *Rig) ensureNamespace(ctx context.Context, name string) error {
+	c, err := kubernetes.NewForConfig(r.RESTConfig)
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
