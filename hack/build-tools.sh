@@ -113,7 +113,7 @@ build_argo_cli() {
 		go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
 		timed go build "${BUILD_FLAGS[@]}" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
 	)
-	rm -rf "$work"
+	rm -rf "$BIN/.work"
 	echo "$s" >"$STAMPS/argo"
 }
 

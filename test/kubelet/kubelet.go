@@ -1,0 +1,291 @@
+// Package kubelet is a SIMULATED kubelet for the test rig (test/rig): no
+// containers, no images, no isolation. It watches the pods Argo creates for
+// Workflow steps and runs each pod's `main` container command as a LOCAL
+// PROCESS, then reports the outcome the way Argo's executor and a kubelet
+// would, so the real workflow-controller carries the Workflow on:
+//
+//   - the pod's ConfigMap, Secret and emptyDir volumes, Argo's raw input
+//     artifacts and script sources are written into a per-pod directory, and
+//     every mount path, artifact path, output-parameter path and the
+//     termination-message path is rewritten to that directory in the
+//     command, args and env values, so step code needs no test hooks;
+//   - the command runs with KUBECONFIG (the rig's), POD_NAME and
+//     POD_NAMESPACE set, resolved through Options.Executables or
+//     Options.Runners (a container's command or image mapped to a local
+//     binary or an in-process fake);
+//   - output parameters (valueFrom.path) and, when asked for, the script
+//     result are reported in a WorkflowTaskResult, then the pod status is set
+//     to Succeeded or Failed with `main` and `wait` container statuses.
+//
+// What it does not simulate: output artifacts, non-raw input artifacts,
+// resource/containerSet templates, probes, resource limits, and signals from
+// the controller (Argo stops a running pod through pods/exec, which needs a
+// real kubelet; the stand-in kills a process when its pod is deleted or
+// outlives spec.activeDeadlineSeconds).
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	wfclientset "github.com/argoproj/argo-workflows/v3/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Argo's names for pods, containers, labels and env (workflow/common).
+const (
+	labelWorkflow         = "workflows.argoproj.io/workflow"
+	labelOutputsCompleted = "workflows.argoproj.io/report-outputs-completed"
+	annotationNodeID      = "workflows.argoproj.io/node-id"
+	containerMain         = "main"
+	containerInit         = "init"
+	containerWait         = "wait"
+	envTemplate           = "ARGO_TEMPLATE"
+	envIncludeScript      = "ARGO_INCLUDE_SCRIPT_OUTPUT"
+	scriptSourcePath      = "/argo/staging/script"
+)
+
+// Options configure the stand-in kubelet.
+type Options struct {
+	// Config is the identity the stand-in uses for pods, ConfigMaps,
+	// Secrets and WorkflowTaskResults (the rig's admin RESTConfig).
+	Config *rest.Config
+	// Kubeconfig is passed to every process as KUBECONFIG, unless the
+	// container sets KUBECONFIG itself.
+	Kubeconfig string
+	// Namespace whose Workflow pods are run.
+	Namespace string
+	// Executables maps a container's command[0] (as written, or its base
+	// name) to a local binary that replaces it, e.g. "bpa" -> a freshly built
+	// bpa, "sh" -> "/bin/sh". A key may also be an image (with or without
+	// tag): the binary then stands in for the whole image and receives the
+	// container's full command line as its arguments.
+	// Commands that resolve through neither map fail the pod: running host
+	// binaries by accident would make tests depend on the machine.
+	Executables map[string]string
+	// Runners maps the same keys as Executables to in-process fakes; they
+	// win over Executables. Handy for simulating failures.
+	Runners map[string]Runner
+	// OnPod, when set, sees every new pod first; returning true means the
+	// test handles (or deliberately ignores) it and the stand-in leaves it.
+	OnPod func(pod *corev1.Pod) (handled bool)
+	// Concurrency is how many pods run at once (default 4).
+	Concurrency int
+	// WorkDir holds one directory per pod (volumes, main.log). Default: a
+	// temporary directory removed by Stop; a given WorkDir is kept.
+	WorkDir string
+	// Logf receives the stand-in's own log lines (default: log.Printf).
+	Logf func(format string, args ...any)
+}
+
+// Kubelet is a running stand-in kubelet.
+type Kubelet struct {
+	opts    Options
+	kube    kubernetes.Interface
+	wf      wfclientset.Interface
+	queue   workqueue.TypedInterface[string]
+	store   cache.Store
+	tempDir bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	seen    map[types.UID]bool               // pods ever claimed: each pod runs once
+	running map[types.UID]context.CancelFunc // to kill the process of a deleted pod
+	dirs    map[string]string                // pod name -> pod dir
+}
+
+// Start starts watching and returns once the pod cache has synced. Stop it
+// with Stop (which kills every running process).
+func Start(ctx context.Context, opts Options) (*Kubelet, error) {
+	if opts.Config == nil || opts.Namespace == "" {
+		return nil, fmt.Errorf("simulated kubelet: Options.Config and Options.Namespace are required")
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	k := &Kubelet{
+		opts:    opts,
+		queue:   workqueue.NewTyped[string](),
+		seen:    map[types.UID]bool{},
+		running: map[types.UID]context.CancelFunc{},
+		dirs:    map[string]string{},
+	}
+	var err error
+	if k.kube, err = kubernetes.NewForConfig(opts.Config); err != nil {
+		return nil, err
+	}
+	if k.wf, err = wfclientset.NewForConfig(opts.Config); err != nil {
+		return nil, err
+	}
+	if k.opts.WorkDir == "" {
+		if k.opts.WorkDir, err = os.MkdirTemp("", "bpa-kubelet-"); err != nil {
+			return nil, err
+		}
+		k.tempDir = true
+	}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(k.kube, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelWorkflow }))
+	inf := factory.Core().V1().Pods().Informer()
+	k.store = inf.GetStore()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    k.enqueue,
+		UpdateFunc: func(_, obj any) { k.enqueue(obj) },
+		DeleteFunc: k.deleted,
+	}); err != nil {
+		return nil, err
+	}
+	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		k.Stop()
+		return nil, fmt.Errorf("simulated kubelet: pod cache did not sync")
+	}
+	for range opts.Concurrency {
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			for k.next(ctx) {
+			}
+		}()
+	}
+	go func() { <-ctx.Done(); k.queue.ShutDown() }()
+	k.logf("started: watching Workflow pods in namespace %s, %d at a time, pod dirs under %s",
+		opts.Namespace, opts.Concurrency, k.opts.WorkDir)
+	return k, nil
+}
+
+// Stop kills every running process (without reporting them) and waits for
+// the workers; a temporary WorkDir is removed.
+func (k *Kubelet) Stop() {
+	k.cancel()
+	k.mu.Lock()
+	for _, cancel := range k.running {
+		cancel()
+	}
+	k.mu.Unlock()
+	k.wg.Wait()
+	if k.tempDir {
+		_ = os.RemoveAll(k.opts.WorkDir)
+	}
+}
+
+// PodDir is the directory of a pod the stand-in ran (volumes/, fs/, main.log),
+// or "" if it never ran it.
+func (k *Kubelet) PodDir(podName string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dirs[podName]
+}
+
+// Log returns the combined stdout and stderr of a pod's main process.
+func (k *Kubelet) Log(podName string) string {
+	dir := k.PodDir(podName)
+	if dir == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "main.log"))
+	return string(b)
+}
+
+func (k *Kubelet) logf(format string, args ...any) {
+	k.opts.Logf("simulated kubelet: "+format, args...)
+}
+
+func (k *Kubelet) enqueue(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.DeletionTimestamp != nil {
+		return
+	}
+	if pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending {
+		return
+	}
+	k.mu.Lock()
+	seen := k.seen[pod.UID]
+	k.mu.Unlock()
+	if !seen {
+		k.queue.Add(pod.Namespace + "/" + pod.Name)
+	}
+}
+
+func (k *Kubelet) deleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	cancel := k.running[pod.UID]
+	k.mu.Unlock()
+	if cancel != nil {
+		k.logf("pod %s deleted while running: killing its process", pod.Name)
+		cancel()
+	}
+}
+
+// next runs one queued pod; false once the queue is shut down.
+func (k *Kubelet) next(ctx context.Context) bool {
+	key, quit := k.queue.Get()
+	if quit {
+		return false
+	}
+	defer k.queue.Done(key)
+	obj, exists, err := k.store.GetByKey(key)
+	if err != nil || !exists {
+		return true
+	}
+	pod := obj.(*corev1.Pod).DeepCopy()
+	if pod.DeletionTimestamp != nil || (pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending) {
+		return true
+	}
+	k.mu.Lock()
+	if k.seen[pod.UID] {
+		k.mu.Unlock()
+		return true
+	}
+	k.seen[pod.UID] = true
+	podCtx, cancel := context.WithCancel(ctx)
+	k.running[pod.UID] = cancel
+	k.mu.Unlock()
+	defer func() {
+		cancel()
+		k.mu.Lock()
+		delete(k.running, pod.UID)
+		k.mu.Unlock()
+	}()
+
+	if k.opts.OnPod != nil && k.opts.OnPod(pod) {
+		k.logf("pod %s handled by the test's OnPod hook", pod.Name)
+		return true
+	}
+	start := time.Now()
+	if err := k.runPod(podCtx, pod); err != nil {
+		if podCtx.Err() != nil {
+			k.logf("pod %s abandoned: %v", pod.Name, err)
+		} else {
+			k.logf("pod %s: %v", pod.Name, err)
+		}
+		return true
+	}
+	k.logf("pod %s done in %s", pod.Name, time.Since(start).Round(time.Millisecond))
+	return true
+}
