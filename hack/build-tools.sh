@@ -31,8 +31,10 @@ BUILD_FLAGS=(-trimpath "-ldflags=-s -w")
 pin() { # <module dir> <module path>
 	(cd "$TOOLS/$1" && go list -m -f '{{.Version}}' "$2")
 }
-stamp_of() { # <module dir>: digest of the pinned module graph
-	cat "$TOOLS/$1/go.mod" "$TOOLS/$1/go.sum" | sha256sum | cut -c1-16
+# STAMP_REV: bump when a build recipe below changes, to rebuild everything.
+STAMP_REV=2
+stamp_of() { # <module dir>: digest of the pinned module graph and recipe
+	{ cat "$TOOLS/$1/go.mod" "$TOOLS/$1/go.sum"; echo "$STAMP_REV"; } | sha256sum | cut -c1-16
 }
 
 up_to_date() { # <tool> <stamp> <outputs...>
@@ -74,6 +76,10 @@ build_kube_apiserver() {
 	echo "$s" >"$STAMPS/kube-apiserver"
 }
 
+# Argo's release builds stamp their version in; without it the CLI and the
+# controller say v0.0.0 and `argo version` is useless in bug reports.
+argo_version_ldflag() { echo "-X github.com/argoproj/argo-workflows/v3.version=$1"; }
+
 argo_dir() { (cd "$TOOLS/argo" && go list -m -f '{{.Dir}}' github.com/argoproj/argo-workflows/v3); }
 
 build_workflow_controller() {
@@ -82,7 +88,7 @@ build_workflow_controller() {
 	s="$v $(stamp_of argo)"
 	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v up to date"; return; fi
 	announce workflow-controller "$v" "6 min"
-	(cd "$TOOLS/argo" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/workflow-controller" \
+	(cd "$TOOLS/argo" && timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/workflow-controller" \
 		github.com/argoproj/argo-workflows/v3/cmd/workflow-controller)
 	echo "$s" >"$STAMPS/workflow-controller"
 }
@@ -111,7 +117,7 @@ build_argo_cli() {
 	(
 		cd "$work/mod"
 		go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
-		timed go build "${BUILD_FLAGS[@]}" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
+		timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
 	)
 	rm -rf "$BIN/.work"
 	echo "$s" >"$STAMPS/argo"

@@ -3,11 +3,13 @@ package rig
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,20 +39,20 @@ func (r *Rig) installArgoCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var names []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(data, &crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
-		}
-		names = append(names, crd.Name)
+	// Concurrently: the apiserver spends seconds compiling each big schema.
+	names := make([]string, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names[i], errs[i] = createCRD(ctx, c, f)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		for _, n := range names {
@@ -70,6 +72,21 @@ func (r *Rig) installArgoCRDs(ctx context.Context) error {
 		}
 		return true, nil
 	})
+}
+
+func createCRD(ctx context.Context, c apiextensions.Interface, file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create CRD %s: %w", crd.Name, err)
+	}
+	return crd.Name, nil
 }
 
 // controllerConfig is the workflow-controller ConfigMap. Every value is a YAML

@@ -392,6 +392,9 @@ func (r *Rig) startAPIServer(ctx context.Context, name, etcdPrefix, bindAddress 
 			"--disable-admission-plugins=ServiceAccount",
 			// One client per test: fairness queuing only adds start-up work.
 			"--enable-priority-and-fairness=false",
+			// The "kubernetes" Service endpoints cannot be a loopback address
+			// (the reconciler logs an error every 10 s); nothing here uses them.
+			"--endpoint-reconciler-type=none",
 		)
 		if err != nil {
 			return err

@@ -1,0 +1,100 @@
+package translator
+
+import (
+	"strconv"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/workflowtemplates"
+)
+
+// ProvisioningSteps are the DAG's tasks, in order. Status mirroring and the docs use it.
+var ProvisioningSteps = []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "verify", "publish-kubeconfig"}
+
+// provisioningParameterOrder is the order of the Workflow's parameters, which is also what
+// `bpa step lookup` writes for ad-hoc runs.
+var provisioningParameterOrder = []string{
+	"provisioning", "cluster", "generation", "lease-source", "lease-host-path", "kubespray-image",
+	"ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
+}
+
+// ProvisioningParameters derives the Workflow parameters of a Provisioning, defaults
+// applied. None is secret.
+func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
+	cluster, err := ClusterOf(p)
+	if err != nil {
+		return nil, err
+	}
+	params := sshParameters(p.Spec.SSH, cluster)
+	params["provisioning"] = p.Name
+	params["cluster"] = cluster
+	params["generation"] = strconv.FormatInt(p.Generation, 10)
+	params["lease-source"] = string(bpav1.LeaseSourceBareMetalHost)
+	params["lease-host-path"] = ""
+	if l := p.Spec.Leases; l != nil && l.Type != "" {
+		params["lease-source"] = string(l.Type)
+		params["lease-host-path"] = l.HostPath
+	}
+	image, version := DefaultKubesprayImage, DefaultKubesprayVer
+	if k := p.Spec.Kubespray; k != nil {
+		if k.Image != "" {
+			image = k.Image
+		}
+		if k.Version != "" {
+			version = k.Version
+		}
+	}
+	params["kubespray-image"] = image + ":" + version
+	return params, nil
+}
+
+// ProvisioningParameterNames lists the parameters in Workflow order.
+func ProvisioningParameterNames() []string {
+	return append([]string(nil), provisioningParameterOrder...)
+}
+
+// Provisioning translates a Provisioning into the Workflow that builds its cluster:
+// discover-hosts → resolve-leases → render-inventory → run-kubespray → verify →
+// publish-kubeconfig, each step a templateRef into the bpa-provision WorkflowTemplate.
+//
+// KUD plugins need no task of their own: render-inventory hands them to the kubespray run
+// as the kud_plugins variable, which KUD's kubespray image acts on.
+func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
+	params, err := ProvisioningParameters(p)
+	if err != nil {
+		return nil, err
+	}
+	wf := newWorkflow(p, "Provisioning", bpav1.ProvisioningNameLabel, workflowtemplates.Provision, "provision", params["cluster"], opts, provisionDeadline)
+	wf.Spec.Entrypoint = "provision"
+	wf.Spec.Arguments.Parameters = parameters(params, provisioningParameterOrder)
+
+	const t = workflowtemplates.Provision
+	cr, gen := wfParam("provisioning"), wfParam("generation")
+	ssh := []string{
+		"ssh-secret", wfParam("ssh-secret"), "ssh-user", wfParam("ssh-user"),
+		"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key"),
+	}
+	resolve := task("resolve-leases", t, "resolve-leases", "discover-hosts",
+		"provisioning", cr, "generation", gen, "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}")
+	if params["lease-source"] != string(bpav1.LeaseSourceBareMetalHost) {
+		resolve = task("resolve-leases", t, "resolve-leases-from-file", "discover-hosts",
+			"provisioning", cr, "generation", gen, "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}",
+			"lease-source", wfParam("lease-source"), "lease-host-path", wfParam("lease-host-path"))
+	}
+	hosts := "{{tasks.render-inventory.outputs.parameters.hosts}}"
+	tasks := []wfv1.DAGTask{
+		task("discover-hosts", t, "discover-hosts", "", "provisioning", cr, "generation", gen),
+		resolve,
+		task("render-inventory", t, "render-inventory", "resolve-leases",
+			"provisioning", cr, "generation", gen, "hosts", "{{tasks.resolve-leases.outputs.parameters.hosts}}"),
+		task("run-kubespray", t, "run-kubespray", "render-inventory", append([]string{
+			"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
+			"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
+			"kubespray-image", wfParam("kubespray-image")}, ssh...)...),
+		task("verify", t, "verify", "run-kubespray", append([]string{"provisioning", cr, "hosts", hosts}, ssh...)...),
+		task("publish-kubeconfig", t, "publish-kubeconfig", "verify", "provisioning", cr, "hosts", hosts),
+	}
+	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
+	return wf, nil
+}

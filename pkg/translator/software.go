@@ -1,0 +1,61 @@
+package translator
+
+import (
+	"strconv"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/workflowtemplates"
+)
+
+// SoftwareSteps are the DAG's tasks, in order.
+var SoftwareSteps = []string{"resolve-nodes", "install-software", "verify-software"}
+
+var softwareParameterOrder = []string{
+	"software", "cluster", "generation", "ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
+}
+
+// SoftwareParameters derives the Workflow parameters of a Software, defaults applied.
+func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
+	cluster, err := ClusterOf(s)
+	if err != nil {
+		return nil, err
+	}
+	params := sshParameters(s.Spec.SSH, cluster)
+	params["software"] = s.Name
+	params["cluster"] = cluster
+	params["generation"] = strconv.FormatInt(s.Generation, 10)
+	return params, nil
+}
+
+// SoftwareParameterNames lists the parameters in Workflow order.
+func SoftwareParameterNames() []string { return append([]string(nil), softwareParameterOrder...) }
+
+// Software translates a Software into its Workflow: resolve-nodes lists the cluster's hosts,
+// install-software fans out over them with withParam (one Argo node per host, each
+// retryable alone), and verify-software summarises, even when some hosts failed.
+func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
+	params, err := SoftwareParameters(s)
+	if err != nil {
+		return nil, err
+	}
+	wf := newWorkflow(s, "Software", bpav1.SoftwareNameLabel, workflowtemplates.Software, "software", params["cluster"], opts, softwareDeadline)
+	wf.Spec.Entrypoint = "install"
+	wf.Spec.Arguments.Parameters = parameters(params, softwareParameterOrder)
+
+	const t = workflowtemplates.Software
+	install := task("install-software", t, "install-software", "resolve-nodes",
+		"host", "{{item}}",
+		"ssh-secret", wfParam("ssh-secret"), "ssh-user", wfParam("ssh-user"),
+		"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key"))
+	install.WithParam = "{{tasks.resolve-nodes.outputs.parameters.nodes}}"
+	tasks := []wfv1.DAGTask{
+		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation")),
+		install,
+		task("verify-software", t, "verify-software", "install-software.Succeeded || install-software.Failed",
+			"results", "{{tasks.install-software.outputs.parameters.result}}"),
+	}
+	wf.Spec.Templates = []wfv1.Template{{Name: "install", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
+	return wf, nil
+}
