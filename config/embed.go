@@ -8,3 +8,8 @@ import "embed"
 //
 //go:embed crd/bases/*.yaml
 var CRDs embed.FS
+
+// AdmissionPolicy holds the ValidatingAdmissionPolicy and its binding.
+//
+//go:embed admission/policy.yaml
+var AdmissionPolicy []byte

@@ -181,3 +181,18 @@ func task(name, wft, tmpl, depends string, args ...string) wfv1.DAGTask {
 }
 
 func wfParam(name string) string { return "{{workflow.parameters." + name + "}}" }
+
+// Translate translates any runnable BPA object. A Cluster has no Workflow of its own and
+// gives (nil, nil).
+func Translate(obj any, opts Options) (*wfv1.Workflow, error) {
+	switch o := obj.(type) {
+	case *bpav1.Provisioning:
+		return Provisioning(o, opts)
+	case *bpav1.Software:
+		return Software(o, opts)
+	case *bpav1.Cluster:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("cannot translate %T", obj)
+	}
+}

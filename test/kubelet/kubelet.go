@@ -104,7 +104,7 @@ type Kubelet struct {
 	mu      sync.Mutex
 	seen    map[types.UID]bool               // pods ever claimed: each pod runs once
 	running map[types.UID]context.CancelFunc // to kill the process of a deleted pod
-	dirs    map[string]string                // pod name -> pod dir
+	dirs    map[string]string                // pod name and Argo node ID -> pod dir
 }
 
 // Start starts watching and returns once the pod cache has synced. Stop it
@@ -188,16 +188,17 @@ func (k *Kubelet) Stop() {
 }
 
 // PodDir is the directory of a pod the stand-in ran (volumes/, fs/, main.log),
-// or "" if it never ran it.
-func (k *Kubelet) PodDir(podName string) string {
+// by pod name or Argo node ID; "" if it never ran it.
+func (k *Kubelet) PodDir(podOrNode string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.dirs[podName]
+	return k.dirs[podOrNode]
 }
 
-// Log returns the combined stdout and stderr of a pod's main process.
-func (k *Kubelet) Log(podName string) string {
-	dir := k.PodDir(podName)
+// Log returns the combined stdout and stderr of a pod's main process, by pod
+// name or Argo node ID.
+func (k *Kubelet) Log(podOrNode string) string {
+	dir := k.PodDir(podOrNode)
 	if dir == "" {
 		return ""
 	}

@@ -48,6 +48,9 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	k.mu.Lock()
 	k.dirs[pod.Name] = dir
+	if id := pod.Annotations[annotationNodeID]; id != "" {
+		k.dirs[id] = dir
+	}
 	k.mu.Unlock()
 
 	out := k.execute(ctx, pod, dir)

@@ -23,6 +23,7 @@ type NodeEntry map[string]*NodeRequirements
 type NodeRequirements struct {
 	// MACAddress of one of the host's NICs, `:` or `-` separated, any case.
 	// +optional
+	// +kubebuilder:validation:MaxLength=17
 	// +kubebuilder:validation:Pattern=`^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$`
 	MACAddress string `json:"mac-address,omitempty"`
 
@@ -94,9 +95,13 @@ type KubesprayConfig struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && size(k) <= 128)",message="extraVars keys must be Ansible variable names ([A-Za-z_][A-Za-z0-9_]*)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096 && !self[k].contains('{{') && !self[k].contains('{%') && !self[k].contains('{#'))",message="extraVars values must not contain Jinja delimiters ({{, {%, {#) and are at most 4096 characters"
-	ExtraVars map[string]string `json:"extraVars,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('{{') && !self[k].contains('{%') && !self[k].contains('{#'))",message="extraVars values must not contain Jinja delimiters ({{, {%, {#)"
+	ExtraVars map[string]ExtraVarValue `json:"extraVars,omitempty"`
 }
+
+// ExtraVarValue is one Ansible variable's value.
+// +kubebuilder:validation:MaxLength=4096
+type ExtraVarValue string
 
 // InventoryFlavor picks the group layout of the rendered hosts.ini.
 // +kubebuilder:validation:Enum=kubespray;kud
@@ -135,19 +140,21 @@ type ConfigMapKeyReference struct {
 // ProvisioningSpec names the cluster's nodes and how to build it.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.workers.all(w, w.all(n, self.masters.all(m, !(n in m) || m[n] == null || w[n] == null || !has(m[n].mac__dash__address) || !has(w[n].mac__dash__address) || m[n].mac__dash__address.lowerAscii().replace('-', ':') == w[n].mac__dash__address.lowerAscii().replace('-', ':'))))",message="a node listed in both masters and workers is one host: its mac-address must be the same in both lists"
-// +kubebuilder:validation:XValidation:rule="(has(self.workers) ? self.masters + self.workers : self.masters).all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || (has(self.workers) ? self.masters + self.workers : self.masters).all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: two different nodes name the same MAC (compared case-insensitively)"
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.masters.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.workers.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: a master and a different worker name the same MAC (compared case-insensitively)"
 type ProvisioningSpec struct {
 	// Masters are the control-plane nodes; at least one.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=15
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within masters"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
 	Masters []NodeEntry `json:"masters"`
 
 	// Workers are the worker nodes. A name also listed under masters is the same host with
 	// both roles. With no workers, the masters also run workloads.
 	// +optional
-	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:MaxItems=300
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within workers"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
 	Workers []NodeEntry `json:"workers,omitempty"`
 
 	// KUDPlugins are KUD add-ons installed with the cluster (ICN). They are handed to the

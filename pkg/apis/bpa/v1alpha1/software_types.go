@@ -7,6 +7,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Debian policy syntax for package names and versions. A version is [epoch:]upstream[-revision]
+// and starts with a digit; neither can start with '-' or hold a space or shell metacharacter.
+const (
+	DebianPackageNamePattern = `^[a-z0-9][a-z0-9+.-]+$`
+	DebianVersionPattern     = `^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$`
+	MaxPackageFieldLength    = 128
+)
+
 // PackageState says whether a package should be installed or removed.
 type PackageState string
 
@@ -18,16 +26,13 @@ const (
 // SoftwareItem is a package name (`- curl`) or a single-key map with options
 // (`- jq: {version: 1.5+dfsg-1ubuntu0.1}`), as in the ICN samples.
 //
-// The admission rule validates both forms because the schema cannot type a value that is
-// either a string or an object. Names and versions follow Debian policy syntax, so no value
-// can start with '-' or carry shell metacharacters.
+// An OpenAPI schema cannot type a value that is either a string or an object, and CRD CEL
+// rules cannot run on an untyped value, so the ValidatingAdmissionPolicy in config/admission
+// validates both forms. Names and versions follow Debian policy syntax (DebianPackageNamePattern,
+// DebianVersionPattern), so no value can start with '-' or carry shell metacharacters.
 //
 // +kubebuilder:validation:Type=""
 // +kubebuilder:pruning:PreserveUnknownFields
-// +kubebuilder:validation:XValidation:rule="type(self) == string ? (size(self) <= 128 && self.matches('^[a-z0-9][a-z0-9+.-]+$')) : (type(self) == map && self.size() == 1 && self.all(n, size(n) <= 128 && n.matches('^[a-z0-9][a-z0-9+.-]+$')))",message="software item must be a Debian package name ([a-z0-9][a-z0-9+.-]+) or {<name>: {version: <v>, state: present|absent}}"
-// +kubebuilder:validation:XValidation:rule="type(self) == string || self.all(n, self[n] == null || (type(self[n]) == map && self[n].all(f, f == 'version' || f == 'state')))",message="software item options allow only 'version' and 'state'"
-// +kubebuilder:validation:XValidation:rule="type(self) == string || self.all(n, self[n] == null || type(self[n]) != map || !('version' in self[n]) || (type(self[n].version) == string && size(self[n].version) <= 128 && self[n].version.matches('^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$') && !self[n].version.endsWith('-')))",message="version must follow Debian version syntax ([epoch:]upstream[-revision], starting with a digit)"
-// +kubebuilder:validation:XValidation:rule="type(self) == string || self.all(n, self[n] == null || type(self[n]) != map || !('state' in self[n]) || self[n].state == 'present' || self[n].state == 'absent')",message="state must be 'present' or 'absent'"
 type SoftwareItem struct {
 	Name    string       `json:"-"`
 	Version string       `json:"-"`

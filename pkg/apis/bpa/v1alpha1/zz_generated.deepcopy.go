@@ -185,7 +185,7 @@ func (in *KubesprayConfig) DeepCopyInto(out *KubesprayConfig) {
 	*out = *in
 	if in.ExtraVars != nil {
 		in, out := &in.ExtraVars, &out.ExtraVars
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]ExtraVarValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

@@ -1,0 +1,134 @@
+package validation
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+// Problem is one thing wrong with one CR, in the words the apiserver would use.
+type Problem struct {
+	File   string
+	Kind   string
+	Name   string
+	Field  string
+	Reason string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %s/%s: %s: %s", p.File, p.Kind, p.Name, p.Field, p.Reason)
+}
+
+// Document is one BPA object read from a file: its typed form once it is valid.
+type Document struct {
+	Kind   string
+	Name   string
+	Object runtime.Object // *Provisioning, *Software or *Cluster; nil when invalid
+}
+
+// ReadDocuments splits multi-document YAML (or JSON) into objects, skipping empty documents.
+func ReadDocuments(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for i := 1; ; i++ {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return out, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// ValidateFile checks every BPA object in a file against the CRDs and the admission policy
+// and returns the typed objects that passed. Objects of other API groups (BareMetalHosts,
+// Secrets) are left alone. The file name is only used in the problems.
+func ValidateFile(ctx context.Context, file string, data []byte) ([]Document, []Problem) {
+	objs, err := ReadDocuments(data)
+	var problems []Problem
+	if err != nil {
+		problems = append(problems, Problem{File: file, Kind: "-", Name: "-", Field: "-", Reason: err.Error()})
+	}
+	var docs []Document
+	for _, u := range objs {
+		if u.GroupVersionKind().Group != bpav1.GroupVersion.Group {
+			continue
+		}
+		doc, errs := ValidateUnstructured(ctx, u)
+		for _, e := range errs {
+			problems = append(problems, Problem{File: file, Kind: doc.Kind, Name: doc.Name, Field: e.Field, Reason: reason(e)})
+		}
+		docs = append(docs, doc)
+	}
+	return docs, problems
+}
+
+// ValidateUnstructured runs the admission checks on one object and, when it passes, converts
+// it to its typed form with the apiserver's defaults applied.
+func ValidateUnstructured(ctx context.Context, u *unstructured.Unstructured) (Document, field.ErrorList) {
+	u = u.DeepCopy()
+	doc := Document{Kind: u.GetKind(), Name: u.GetName()}
+	if doc.Name == "" {
+		doc.Name = "<no name>"
+	}
+	var errs field.ErrorList
+	for _, msg := range apimachineryvalidation.NameIsDNSSubdomain(u.GetName(), false) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), u.GetName(), msg))
+	}
+	errs = append(errs, ValidateAdmission(u)...)
+	errs = append(errs, ValidateObject(ctx, u)...)
+	if len(errs) > 0 {
+		return doc, errs
+	}
+	obj, err := typed(u)
+	if err != nil {
+		return doc, field.ErrorList{field.Invalid(field.NewPath("spec"), nil, err.Error())}
+	}
+	doc.Object = obj
+	return doc, nil
+}
+
+func typed(u *unstructured.Unstructured) (runtime.Object, error) {
+	var obj runtime.Object
+	switch u.GetKind() {
+	case "Provisioning":
+		obj = &bpav1.Provisioning{}
+	case "Software":
+		obj = &bpav1.Software{}
+	case "Cluster":
+		obj = &bpav1.Cluster{}
+	default:
+		return nil, fmt.Errorf("unknown kind %q", u.GetKind())
+	}
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// reason renders a field error without repeating its field path.
+func reason(e *field.Error) string {
+	s := e.ErrorBody()
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,101 @@
+package validation_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
+)
+
+// TestCRDsAreAcceptedByTheAPIServerValidation runs the apiserver's CRD validation, which
+// compiles every CEL rule and rejects rules whose estimated cost is over the limit.
+func TestCRDsAreAcceptedByTheAPIServerValidation(t *testing.T) {
+	crds, err := validation.CRDs()
+	require.NoError(t, err)
+	require.Len(t, crds, 3)
+	for _, crd := range crds {
+		internal := &apiextensions.CustomResourceDefinition{}
+		crd.Status.StoredVersions = []string{"v1alpha1"} // set by the apiserver on create
+		require.NoError(t, apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(crd, internal, nil))
+		errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), internal)
+		assert.Empty(t, errs, crd.Name)
+	}
+}
+
+// SamplePaths lists every sample BPA must accept unchanged.
+func samplePaths(t *testing.T) []string {
+	var paths []string
+	for _, glob := range []string{
+		"../../../shared/reference/seeds/*.yaml",
+		"../../../shared/reference/icn/provisioning/*.yaml",
+		"../../../shared/reference/icn/software/*.yaml",
+		"../../examples/*.yaml",
+	} {
+		m, err := filepath.Glob(glob)
+		require.NoError(t, err)
+		paths = append(paths, m...)
+	}
+	require.GreaterOrEqual(t, len(paths), 22, "the reference samples must be present")
+	return paths
+}
+
+func TestSamplesAreValid(t *testing.T) {
+	for _, p := range samplePaths(t) {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			data, err := os.ReadFile(p)
+			require.NoError(t, err)
+			docs, problems := validation.ValidateFile(context.Background(), p, data)
+			assert.Empty(t, problems)
+			for _, d := range docs {
+				assert.NotNil(t, d.Object, d.Name)
+			}
+		})
+	}
+}
+
+// TestBadCRs: each file in testdata/bad holds one CR with one mistake, and a first-line
+// comment `# want: <field> | <reason substring>`.
+func TestBadCRs(t *testing.T) {
+	cases, err := filepath.Glob("testdata/bad/*.yaml")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(cases), 20)
+	for _, c := range cases {
+		t.Run(filepath.Base(c), func(t *testing.T) {
+			wantField, wantReason := BadCaseExpectation(t, c)
+			data, err := os.ReadFile(c)
+			require.NoError(t, err)
+			_, problems := validation.ValidateFile(context.Background(), c, data)
+			require.NotEmpty(t, problems, "must be rejected")
+			var lines []string
+			for _, p := range problems {
+				lines = append(lines, p.String())
+				if p.Field == wantField && strings.Contains(p.Reason, wantReason) {
+					return
+				}
+			}
+			t.Fatalf("no problem names field %q with %q; got:\n%s", wantField, wantReason, strings.Join(lines, "\n"))
+		})
+	}
+}
+
+// BadCaseExpectation reads the `# want: field | reason` header of a bad-CR file. It is
+// exported to the e2e suite through copy, which checks the real apiserver's answer too.
+func BadCaseExpectation(t testing.TB, path string) (field, reason string) {
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	first, _, _ := strings.Cut(string(data), "\n")
+	want, ok := strings.CutPrefix(first, "# want: ")
+	require.True(t, ok, "%s: first line must be '# want: <field> | <reason>'", path)
+	f, r, ok := strings.Cut(want, " | ")
+	require.True(t, ok, path)
+	return strings.TrimSpace(f), strings.TrimSpace(r)
+}

@@ -1,0 +1,35 @@
+package validation
+
+import (
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/workflow/templateresolution"
+	"github.com/argoproj/argo-workflows/v3/workflow/validate"
+
+	"github.com/akraino-edge-stack/bpa/workflowtemplates"
+)
+
+// ValidateWorkflow runs Argo's own validator on wf, resolving templateRefs against the
+// embedded WorkflowTemplates (the ones the controller installs).
+func ValidateWorkflow(wf *wfv1.Workflow) error {
+	g, err := workflowtemplates.NewGetter()
+	if err != nil {
+		return err
+	}
+	return validate.ValidateWorkflow(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wf.DeepCopy(), nil, validate.ValidateOpts{})
+}
+
+// ValidateWorkflowTemplates runs Argo's validator on every embedded WorkflowTemplate.
+func ValidateWorkflowTemplates() []error {
+	g, err := workflowtemplates.NewGetter()
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	all, _ := workflowtemplates.All()
+	for _, wft := range all {
+		if err := validate.ValidateWorkflowTemplate(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wft, nil, validate.ValidateOpts{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,313 @@
+package kubelet_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	wfclientset "github.com/argoproj/argo-workflows/v3/pkg/client/clientset/versioned"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/akraino-edge-stack/bpa/test/kubelet"
+	"github.com/akraino-edge-stack/bpa/test/rig"
+)
+
+// env is one rig with the workflow-controller and a stand-in kubelet, shared
+// by the subtests (a rig takes ~10 s to start).
+type env struct {
+	r       *rig.Rig
+	k       *kubelet.Kubelet
+	wf      wfclientset.Interface
+	kube    kubernetes.Interface
+	flaky   atomic.Int32 // calls of the "flaky" runner
+	sleeper chan struct{}
+}
+
+func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
+	r := rig.ForTest(t, rig.Options{WorkflowController: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := &env{r: r, wf: wfclientset.NewForConfigOrDie(r.RESTConfig), kube: kubernetes.NewForConfigOrDie(r.RESTConfig), sleeper: make(chan struct{}, 1)}
+
+	_, err := e.kube.CoreV1().ServiceAccounts(r.Namespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "wf-runner"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = e.kube.CoreV1().ConfigMaps(r.Namespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeting"}, Data: map[string]string{"word": "bonjour"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	e.k, err = kubelet.Start(ctx, kubelet.Options{
+		Config:      r.RESTConfig,
+		Kubeconfig:  r.Kubeconfig,
+		Namespace:   r.Namespace,
+		Executables: map[string]string{"sh": "/bin/sh"},
+		Runners: map[string]kubelet.Runner{
+			// Fails its first run only: exercises Argo retries (a new pod).
+			"flaky": func(ctx context.Context, x *kubelet.Exec) (int, error) {
+				if e.flaky.Add(1) == 1 {
+					fmt.Fprintln(x.Stderr, "flaky: first attempt fails")
+					return 1, nil
+				}
+				fmt.Fprintln(x.Stdout, "flaky: second attempt works")
+				return 0, nil
+			},
+			// Runs until killed, then says so.
+			"sleeper": func(ctx context.Context, x *kubelet.Exec) (int, error) {
+				<-ctx.Done()
+				e.sleeper <- struct{}{}
+				return 143, nil
+			},
+		},
+		WorkDir: t.TempDir(),
+		Logf:    t.Logf,
+	})
+	require.NoError(t, err)
+	defer e.k.Stop()
+
+	t.Run("DAG passes an output parameter to the next task", e.testDAG)
+	t.Run("failing step surfaces its message", e.testFailure)
+	t.Run("retry runs a new pod", e.testRetry)
+	t.Run("deadline kills the process", e.testDeadline)
+	t.Run("deleted pod kills the process", e.testDelete)
+	t.Run("argo CLI lists and gets workflows", e.testArgoCLI)
+}
+
+const dagWorkflow = `
+metadata: {name: dag}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: a, template: produce}
+      - name: b
+        template: consume
+        dependencies: [a]
+        arguments:
+          parameters: [{name: msg, value: "{{tasks.a.outputs.parameters.msg}}"}]
+  - name: produce
+    container:
+      image: busybox
+      command: [sh, -c]
+      args: ["echo hello-from-a > /tmp/out/msg.txt; echo \"$(cat /etc/greeting/word) $POD_NAMESPACE\" > /tmp/out/cm.txt"]
+      volumeMounts:
+      - {name: greeting, mountPath: /etc/greeting}
+    volumes:
+    - name: greeting
+      configMap: {name: greeting}
+    outputs:
+      parameters:
+      - {name: msg, valueFrom: {path: /tmp/out/msg.txt}}
+      - {name: cm, valueFrom: {path: /tmp/out/cm.txt}}
+  - name: consume
+    inputs:
+      parameters: [{name: msg}]
+      artifacts:
+      - {name: conf, path: /work/conf.txt, raw: {data: "raw-artifact-data"}}
+    script:
+      image: busybox
+      command: [sh]
+      source: |
+        echo "got {{inputs.parameters.msg}} and $(cat /work/conf.txt)"
+`
+
+func (e *env) testDAG(t *testing.T) {
+	wf := e.run(t, dagWorkflow)
+	require.Equal(t, wfv1.WorkflowSucceeded, wf.Status.Phase, wf.Status.Message)
+	a := node(t, wf, "a")
+	assert.Equal(t, "hello-from-a", param(t, a, "msg"))
+	assert.Equal(t, "bonjour "+e.r.Namespace, param(t, a, "cm"), "ConfigMap volume and POD_NAMESPACE")
+	b := node(t, wf, "b")
+	require.NotNil(t, b.Outputs.Result)
+	assert.Equal(t, "got hello-from-a and raw-artifact-data", *b.Outputs.Result)
+	assert.Contains(t, e.k.Log(b.ID), "got hello-from-a", "per-pod log kept")
+}
+
+const failingWorkflow = `
+metadata: {name: failing}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: stderr, template: stderr}
+      - {name: termlog, template: termlog}
+  - name: stderr
+    container:
+      image: busybox
+      command: [sh, -c, "echo noise >&2; echo 'boom: disk on fire' >&2; exit 3"]
+  - name: termlog
+    container:
+      image: busybox
+      command: [sh, -c, "echo 'from the termination log' > /dev/termination-log; echo other >&2; exit 2"]
+`
+
+func (e *env) testFailure(t *testing.T) {
+	wf := e.run(t, failingWorkflow)
+	require.Equal(t, wfv1.WorkflowFailed, wf.Status.Phase)
+	n := node(t, wf, "stderr")
+	assert.Equal(t, wfv1.NodeFailed, n.Phase)
+	assert.Equal(t, "main: Error (exit code 3): boom: disk on fire", n.Message)
+	assert.Equal(t, "3", *n.Outputs.ExitCode)
+	n = node(t, wf, "termlog")
+	assert.Equal(t, "main: Error (exit code 2): from the termination log", n.Message)
+}
+
+const retryWorkflow = `
+metadata: {name: retry}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: flaky
+  templates:
+  - name: flaky
+    retryStrategy: {limit: "2"}
+    container: {image: tools, command: [flaky]}
+`
+
+func (e *env) testRetry(t *testing.T) {
+	wf := e.run(t, retryWorkflow)
+	require.Equal(t, wfv1.WorkflowSucceeded, wf.Status.Phase, wf.Status.Message)
+	assert.Equal(t, int32(2), e.flaky.Load(), "one pod per attempt, each run once")
+}
+
+const deadlineWorkflow = `
+metadata: {name: deadline}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: slow
+  templates:
+  - name: slow
+    activeDeadlineSeconds: 2
+    container: {image: tools, command: [sleeper]}
+`
+
+func (e *env) testDeadline(t *testing.T) {
+	wf := e.run(t, deadlineWorkflow)
+	require.Equal(t, wfv1.WorkflowFailed, wf.Status.Phase)
+	select {
+	case <-e.sleeper:
+	case <-time.After(5 * time.Second):
+		t.Fatal("process not killed at the deadline")
+	}
+	n := node(t, wf, "deadline")
+	assert.Contains(t, n.Message, "Pod was active on the node longer than the specified deadline")
+}
+
+const deleteWorkflow = `
+metadata: {name: delete}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: slow
+  templates:
+  - name: slow
+    container: {image: tools, command: [sleeper]}
+`
+
+func (e *env) testDelete(t *testing.T) {
+	ctx := context.Background()
+	wf := e.submit(t, deleteWorkflow)
+	var pod *corev1.Pod
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := e.kube.CoreV1().Pods(e.r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + wf.Name})
+		if err != nil || len(pods.Items) == 0 || pods.Items[0].Status.Phase != corev1.PodRunning {
+			return false, err
+		}
+		pod = &pods.Items[0]
+		return true, nil
+	}))
+	require.NoError(t, e.kube.CoreV1().Pods(e.r.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+	select {
+	case <-e.sleeper:
+	case <-time.After(10 * time.Second):
+		t.Fatal("process not killed when its pod was deleted")
+	}
+}
+
+func (e *env) testArgoCLI(t *testing.T) {
+	ctx := context.Background()
+	out, err := e.r.Argo(ctx, "list")
+	require.NoError(t, err)
+	for _, name := range []string{"dag", "failing", "retry"} {
+		assert.Contains(t, out, name)
+	}
+	out, err = e.r.Argo(ctx, "get", "dag")
+	require.NoError(t, err)
+	assert.Regexp(t, `Status:\s+Succeeded`, out)
+	out, err = e.r.Argo(ctx, "get", "failing")
+	require.NoError(t, err)
+	assert.Contains(t, out, "boom: disk on fire")
+}
+
+// run submits a Workflow and waits for it to complete.
+func (e *env) run(t *testing.T, manifest string) *wfv1.Workflow {
+	t.Helper()
+	wf := e.submit(t, manifest)
+	ctx := context.Background()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		wf, err = e.wf.ArgoprojV1alpha1().Workflows(e.r.Namespace).Get(ctx, wf.Name, metav1.GetOptions{})
+		return err == nil && wf.Status.Phase.Completed(), err
+	})
+	if err != nil {
+		status, _ := yaml.Marshal(wf.Status)
+		t.Fatalf("workflow %s did not complete: %v\n%s", wf.Name, err, status)
+	}
+	if t.Failed() || os.Getenv("RIG_VERBOSE") != "" {
+		status, _ := yaml.Marshal(wf.Status)
+		t.Logf("workflow %s status:\n%s", wf.Name, status)
+	}
+	return wf
+}
+
+func (e *env) submit(t *testing.T, manifest string) *wfv1.Workflow {
+	t.Helper()
+	var wf wfv1.Workflow
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &wf))
+	created, err := e.wf.ArgoprojV1alpha1().Workflows(e.r.Namespace).Create(context.Background(), &wf, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
+}
+
+// node finds a node by display name.
+func node(t *testing.T, wf *wfv1.Workflow, name string) wfv1.NodeStatus {
+	t.Helper()
+	for _, n := range wf.Status.Nodes {
+		if n.DisplayName == name {
+			return n
+		}
+	}
+	var names []string
+	for _, n := range wf.Status.Nodes {
+		names = append(names, n.DisplayName)
+	}
+	t.Fatalf("no node %q in workflow %s (nodes: %s)", name, wf.Name, strings.Join(names, ", "))
+	return wfv1.NodeStatus{}
+}
+
+func param(t *testing.T, n wfv1.NodeStatus, name string) string {
+	t.Helper()
+	require.NotNil(t, n.Outputs, "node %s has outputs", n.DisplayName)
+	for _, p := range n.Outputs.Parameters {
+		if p.Name == name && p.Value != nil {
+			return p.Value.String()
+		}
+	}
+	t.Fatalf("node %s has no output parameter %q", n.DisplayName, name)
+	return ""
+}
