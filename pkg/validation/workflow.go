@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"sync"
+
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/workflow/templateresolution"
 	"github.com/argoproj/argo-workflows/v3/workflow/validate"
@@ -11,12 +13,15 @@ import (
 // ValidateWorkflow runs Argo's own validator on wf, resolving templateRefs against the
 // embedded WorkflowTemplates (the ones the controller installs).
 func ValidateWorkflow(wf *wfv1.Workflow) error {
-	g, err := workflowtemplates.NewGetter()
+	g, err := embeddedTemplates()
 	if err != nil {
 		return err
 	}
 	return validate.ValidateWorkflow(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wf.DeepCopy(), nil, validate.ValidateOpts{})
 }
+
+// embeddedTemplates parses the embedded templates once; they cannot change at run time.
+var embeddedTemplates = sync.OnceValues(workflowtemplates.NewGetter)
 
 // ValidateWorkflowTemplates runs Argo's validator on every embedded WorkflowTemplate.
 func ValidateWorkflowTemplates() []error {

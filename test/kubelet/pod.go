@@ -83,6 +83,16 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string) *out
 	if err := k.materialize(ctx, pod, main, tmpl, pm); err != nil {
 		return initFailure("%v", err)
 	}
+	// Mapped before any rewriting, so a step writing to its
+	// terminationMessagePath (named in its args or env) writes here.
+	termPath := main.TerminationMessagePath
+	if termPath == "" {
+		termPath = corev1.TerminationMessagePathDefault
+	}
+	termFile := pm.host(termPath)
+	if err := os.MkdirAll(filepath.Dir(termFile), 0o755); err != nil {
+		return initFailure("%v", err)
+	}
 	// Offloaded args (> 128 KiB) come as a JSON file the emissary appends.
 	env, argsFile, err := k.env(ctx, pod, main, pm, dir)
 	if err != nil {
@@ -107,14 +117,6 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string) *out
 		workDir = pm.host(main.WorkingDir)
 	}
 	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		return initFailure("%v", err)
-	}
-	termPath := main.TerminationMessagePath
-	if termPath == "" {
-		termPath = corev1.TerminationMessagePathDefault
-	}
-	termFile := pm.host(termPath)
-	if err := os.MkdirAll(filepath.Dir(termFile), 0o755); err != nil {
 		return initFailure("%v", err)
 	}
 
@@ -230,6 +232,7 @@ func emissaryArgv(c *corev1.Container) ([]string, error) {
 func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1.Container, tmpl *wfv1.Template, pm *pathMap) error {
 	volDir := filepath.Join(filepath.Dir(pm.root), "volumes")
 	done := map[string]bool{}
+	var mountPoints []string
 	for _, m := range main.VolumeMounts {
 		vol := findVolume(pod.Spec.Volumes, m.Name)
 		if vol == nil {
@@ -243,6 +246,7 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 			}
 		}
 		pm.add(m.MountPath, filepath.Join(dir, m.SubPath))
+		mountPoints = append(mountPoints, filepath.Join(dir, m.SubPath))
 	}
 	if tmpl != nil {
 		for _, a := range tmpl.Inputs.Artifacts {
@@ -270,8 +274,8 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 			}
 		}
 	}
-	// Mount points of directories; file mounts (subPath) exist by now.
-	for _, h := range pm.mount {
+	// Directory mounts; file mounts (a subPath holding an artifact) exist by now.
+	for _, h := range mountPoints {
 		if _, err := os.Stat(h); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(h, 0o755); err != nil {
 				return err
