@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+)
+
+func init() {
+	register(func() *cobra.Command {
+		var opts controller.Options
+		var namespaces string
+		zapOpts := zap.Options{}
+		cmd := &cobra.Command{
+			Use:   "controller",
+			Short: "Run the BPA controller (Provisioning, Software and Cluster reconcilers)",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+				if namespaces != "" {
+					opts.Namespaces = strings.Split(namespaces, ",")
+				}
+				if opts.ApplyTemplates && len(opts.Namespaces) == 0 {
+					if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+						opts.Namespaces = []string{ns}
+					}
+				}
+				cfg, err := ctrl.GetConfig()
+				if err != nil {
+					return err
+				}
+				return controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
+			},
+		}
+		f := cmd.Flags()
+		f.StringVar(&namespaces, "namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to watch (default: all; the WorkflowTemplates are applied into each)")
+		f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "metrics listen address; 0 disables")
+		f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health and readiness probe listen address; 0 disables")
+		f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active replica")
+		f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease")
+		f.BoolVar(&opts.ApplyTemplates, "apply-workflowtemplates", true, "server-side apply BPA's WorkflowTemplates into each watched namespace at start")
+		f.StringVar(&opts.StepImage, "step-image", os.Getenv("BPA_STEP_IMAGE"), "image of the bpa step containers (default: the one in the embedded templates)")
+		f.StringVar(&opts.Translator.ServiceAccountName, "step-service-account", "bpa-step", "service account of the step pods")
+		fs := cmd.Flags()
+		goFlags := newGoFlagSet()
+		zapOpts.BindFlags(goFlags)
+		fs.AddGoFlagSet(goFlags)
+		return cmd
+	})
+}

@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/verifysoftware"
+)
+
+// stepCommands are the `bpa step <name>` entrypoints, one small package each.
+var stepCommands = []func() *cobra.Command{
+	lookup.Command,
+	verifysoftware.Command,
+}
+
+func init() {
+	register(func() *cobra.Command {
+		cmd := &cobra.Command{
+			Use:   "step",
+			Short: "Run one Workflow step (used by the step pods)",
+		}
+		for _, f := range stepCommands {
+			cmd.AddCommand(f())
+		}
+		return cmd
+	})
+}

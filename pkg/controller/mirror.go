@@ -1,0 +1,239 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/workflow/packer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+// stepAliases maps the names of ad-hoc template tasks onto the controller's step names, so
+// a CR shows the same steps whichever way the run was started.
+var stepAliases = map[string]string{"resolve-leases-from-file": "resolve-leases"}
+
+// hostOutputSteps are the steps whose `hosts` output describes the chosen hosts, the most
+// complete (with IPs) first.
+var hostOutputSteps = []string{"render-inventory", "resolve-leases", "discover-hosts"}
+
+// Observation is what a Workflow says about a run, in BPA's terms.
+type Observation struct {
+	Phase        bpav1.RunPhase
+	Progress     string
+	Message      string
+	StartedAt    *metav1.Time
+	FinishedAt   *metav1.Time
+	Steps        []bpav1.StepStatus
+	Hosts        []bpav1.HostStatus
+	HostSoftware []bpav1.HostSoftwareStatus
+}
+
+// Observe reads a Workflow. It decompresses status.compressedNodes with Argo's packer; when
+// the nodes are offloaded to Argo's database it reports the phase and says where the
+// detail is instead of failing.
+func Observe(wf *wfv1.Workflow, steps []string) Observation {
+	o := Observation{
+		Phase:    runPhase(wf.Status.Phase),
+		Progress: string(wf.Status.Progress),
+		Message:  wf.Status.Message,
+	}
+	if !wf.Status.StartedAt.IsZero() {
+		o.StartedAt = wf.Status.StartedAt.DeepCopy()
+	}
+	if !wf.Status.FinishedAt.IsZero() {
+		o.FinishedAt = wf.Status.FinishedAt.DeepCopy()
+	}
+	nodes := wf.Status.Nodes
+	if wf.Status.CompressedNodes != "" {
+		c := wf.DeepCopy()
+		if err := packer.DecompressWorkflow(c); err != nil {
+			o.Message = joinMessages(o.Message, fmt.Sprintf("cannot decompress the Workflow's nodes: %v", err))
+			return o
+		}
+		nodes = c.Status.Nodes
+	}
+	if wf.Status.IsOffloadNodeStatus() && len(nodes) == 0 {
+		o.Message = joinMessages(o.Message, "step detail is offloaded to Argo's database; see `argo get "+wf.Name+"` or the Argo UI")
+		return o
+	}
+
+	byStep := taskNodes(nodes)
+	for _, s := range steps {
+		st := bpav1.StepStatus{Name: s, Phase: "Pending"}
+		if n, ok := byStep[s]; ok {
+			st.Phase = string(n.Phase)
+			st.Message = failureMessage(nodes, n)
+			if !n.StartedAt.IsZero() {
+				st.StartedAt = n.StartedAt.DeepCopy()
+			}
+			if !n.FinishedAt.IsZero() {
+				st.FinishedAt = n.FinishedAt.DeepCopy()
+			}
+		}
+		o.Steps = append(o.Steps, st)
+	}
+	for _, s := range hostOutputSteps {
+		if n, ok := byStep[s]; ok && n.Phase == wfv1.NodeSucceeded {
+			if hosts, ok := hostsOutput(n); ok {
+				o.Hosts = hosts
+				break
+			}
+		}
+	}
+	if n, ok := byStep["install-software"]; ok {
+		o.HostSoftware = hostSoftware(nodes, n)
+	}
+	if o.Phase == bpav1.PhaseFailed || o.Phase == bpav1.PhaseError {
+		for _, st := range o.Steps {
+			if st.Phase == string(wfv1.NodeFailed) || st.Phase == string(wfv1.NodeError) {
+				o.Message = fmt.Sprintf("step %s failed: %s", st.Name, st.Message)
+				break
+			}
+		}
+	}
+	return o
+}
+
+func runPhase(p wfv1.WorkflowPhase) bpav1.RunPhase {
+	switch p {
+	case wfv1.WorkflowRunning:
+		return bpav1.PhaseRunning
+	case wfv1.WorkflowSucceeded:
+		return bpav1.PhaseSucceeded
+	case wfv1.WorkflowFailed:
+		return bpav1.PhaseFailed
+	case wfv1.WorkflowError:
+		return bpav1.PhaseError
+	default:
+		return bpav1.PhasePending
+	}
+}
+
+// taskNodes indexes the DAG task nodes by step name. A task is the node whose display name
+// is the task's name (a Retry or TaskGroup node wrapping attempts, or the Pod itself);
+// skipped tasks (the unused lease variant of an ad-hoc run) are left out.
+func taskNodes(nodes wfv1.Nodes) map[string]wfv1.NodeStatus {
+	out := map[string]wfv1.NodeStatus{}
+	for _, n := range nodes {
+		if n.Phase == wfv1.NodeSkipped || n.Phase == wfv1.NodeOmitted {
+			continue
+		}
+		switch n.Type {
+		case wfv1.NodeTypePod, wfv1.NodeTypeRetry, wfv1.NodeTypeTaskGroup, wfv1.NodeTypeSuspend:
+		default:
+			continue
+		}
+		name := n.DisplayName
+		if a, ok := stepAliases[name]; ok {
+			name = a
+		}
+		if prev, ok := out[name]; ok && !preferNode(n, prev) {
+			continue
+		}
+		out[name] = n
+	}
+	return out
+}
+
+// preferNode picks the wrapper (Retry/TaskGroup) over its pods, then the later attempt.
+func preferNode(n, prev wfv1.NodeStatus) bool {
+	if (n.Type == wfv1.NodeTypePod) != (prev.Type == wfv1.NodeTypePod) {
+		return n.Type != wfv1.NodeTypePod
+	}
+	return prev.StartedAt.Before(&n.StartedAt)
+}
+
+// failureMessage finds the most specific message under a failed node: a Retry node only
+// says "No more retries left", while its last attempt says what actually failed.
+func failureMessage(nodes wfv1.Nodes, n wfv1.NodeStatus) string {
+	if n.Phase != wfv1.NodeFailed && n.Phase != wfv1.NodeError {
+		return n.Message
+	}
+	var last *wfv1.NodeStatus
+	for _, id := range n.Children {
+		c, ok := nodes[id]
+		if !ok || (c.Phase != wfv1.NodeFailed && c.Phase != wfv1.NodeError) {
+			continue
+		}
+		if last == nil || last.StartedAt.Before(&c.StartedAt) {
+			cc := c
+			last = &cc
+		}
+	}
+	if last == nil || n.Type == wfv1.NodeTypeTaskGroup {
+		return n.Message
+	}
+	msg := failureMessage(nodes, *last)
+	if n.Type == wfv1.NodeTypeRetry && len(n.Children) > 1 {
+		msg = fmt.Sprintf("%s (after %d attempts)", msg, len(n.Children))
+	}
+	return msg
+}
+
+func hostsOutput(n wfv1.NodeStatus) ([]bpav1.HostStatus, bool) {
+	if n.Outputs == nil {
+		return nil, false
+	}
+	for _, p := range n.Outputs.Parameters {
+		if p.Name != "hosts" || p.Value == nil {
+			continue
+		}
+		var hosts []bpav1.HostStatus
+		if err := json.Unmarshal([]byte(p.Value.String()), &hosts); err != nil {
+			return nil, false
+		}
+		return hosts, true
+	}
+	return nil, false
+}
+
+// hostSoftware collects the per-host results of the install-software fan-out: the result a
+// host's step wrote, or, when it wrote none (unreachable host), the node's own message.
+func hostSoftware(nodes wfv1.Nodes, group wfv1.NodeStatus) []bpav1.HostSoftwareStatus {
+	var out []bpav1.HostSoftwareStatus
+	for _, id := range group.Children {
+		n, ok := nodes[id]
+		if !ok {
+			continue
+		}
+		var h bpav1.HostSoftwareStatus
+		if n.Outputs != nil {
+			for _, p := range n.Outputs.Parameters {
+				if p.Name == "result" && p.Value != nil {
+					_ = json.Unmarshal([]byte(p.Value.String()), &h)
+				}
+			}
+		}
+		if h.Name == "" && n.Inputs != nil {
+			for _, p := range n.Inputs.Parameters {
+				if p.Name == "host" && p.Value != nil {
+					var in struct {
+						Name string `json:"name"`
+						IP   string `json:"ip"`
+					}
+					_ = json.Unmarshal([]byte(p.Value.String()), &in)
+					h.Name, h.IP = in.Name, in.IP
+				}
+			}
+		}
+		h.Phase = string(n.Phase)
+		if n.Phase == wfv1.NodeFailed || n.Phase == wfv1.NodeError {
+			h.Message = failureMessage(nodes, n)
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func joinMessages(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return strings.TrimSuffix(a, ".") + "; " + b
+}

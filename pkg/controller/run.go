@@ -1,0 +1,326 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// Finalizer lets the controller clean up what a CR's runs left outside the reach of owner
+// references (host claims) and what a cluster without a garbage collector would keep.
+const Finalizer = "bpa.akraino.org/finalizer"
+
+// runObject is a CR that is carried out by Workflows: Provisioning or Software.
+type runObject interface {
+	client.Object
+	GetRunStatus() *bpav1.RunStatus
+}
+
+// runKind is what differs between the kinds; runReconciler holds what they share.
+type runKind struct {
+	kind      string
+	nameLabel string
+	steps     []string
+	newObject func() runObject
+	translate func(obj runObject, opts translator.Options) (*wfv1.Workflow, error)
+	// revision names the state outside the spec a run depends on (Software: the cluster's
+	// nodes). A new revision starts a new run. Empty means none.
+	revision func(ctx context.Context, obj runObject) (string, error)
+	// storedRevision reads and writes the last handled revision in the status.
+	storedRevision func(obj runObject) *string
+	// gate says whether a new run may start now; when not, why.
+	gate func(ctx context.Context, obj runObject, cluster string) (ok bool, msg string, err error)
+	// observe copies kind-specific parts of an observation into the status.
+	observe func(obj runObject, cluster string, o Observation)
+	// finalize removes what the CR's runs created, before the finalizer goes.
+	finalize func(ctx context.Context, obj runObject) error
+}
+
+type runReconciler struct {
+	client.Client
+	Recorder record.EventRecorder
+	Options  translator.Options
+	kind     runKind
+}
+
+func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.kind.newObject()
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, obj)
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := r.Patch(ctx, obj, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	before := obj.DeepCopyObject().(runObject)
+	err := r.reconcileRun(ctx, obj)
+	if perr := r.patchStatus(ctx, before, obj); perr != nil && err == nil {
+		err = perr
+	}
+	// Errors requeue with controller-runtime's exponential backoff; success waits for the
+	// next Workflow or CR event, never a timer.
+	return ctrl.Result{}, err
+}
+
+// patchStatus writes the status subresource as a merge patch, and only when it changed.
+func (r *runReconciler) patchStatus(ctx context.Context, before, after runObject) error {
+	if equality.Semantic.DeepEqual(before.GetRunStatus(), after.GetRunStatus()) && equality.Semantic.DeepEqual(before, after) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFrom(before)))
+}
+
+func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
+	st := obj.GetRunStatus()
+	gen := obj.GetGeneration()
+	cluster, err := translator.ClusterOf(obj)
+	if err != nil {
+		setStalled(st, gen, ReasonInvalidSpec, err.Error())
+		return nil
+	}
+
+	wfs, err := r.workflows(ctx, obj)
+	if err != nil {
+		return err
+	}
+	var current *wfv1.Workflow
+	if len(wfs) > 0 {
+		current = &wfs[len(wfs)-1]
+	}
+
+	revision := ""
+	if r.kind.revision != nil {
+		if revision, err = r.kind.revision(ctx, obj); err != nil {
+			return err
+		}
+	}
+	rerun := obj.GetAnnotations()[bpav1.RerunAnnotation]
+	needRun := st.ObservedGeneration != gen || st.LastHandledRerun != rerun ||
+		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
+
+	if needRun {
+		started, err := r.startRun(ctx, obj, cluster, current, revision, rerun)
+		if err != nil || started == nil {
+			return err
+		}
+		current = started
+	}
+
+	if current == nil {
+		if st.Workflow != nil {
+			r.workflowGone(obj)
+		}
+		return nil
+	}
+	r.mirror(obj, cluster, current)
+	return nil
+}
+
+// startRun creates the Workflow for the current generation, or says why it must wait. It
+// returns the Workflow to mirror, or nil while waiting.
+func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster string, current *wfv1.Workflow, revision, rerun string) (*wfv1.Workflow, error) {
+	st := obj.GetRunStatus()
+	gen := obj.GetGeneration()
+	opts := r.Options
+	opts.Revision = revision
+	wf, err := r.kind.translate(obj, opts)
+	if err != nil {
+		setStalled(st, gen, ReasonInvalidSpec, err.Error())
+		return nil, nil
+	}
+
+	// A run in progress finishes first: the next generation starts when it ends.
+	if current != nil && current.Name != wf.Name && !current.Status.Fulfilled() {
+		r.mirror(obj, cluster, current)
+		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, current.Name))
+		return nil, nil
+	}
+	if r.kind.gate != nil {
+		ok, msg, err := r.kind.gate(ctx, obj, cluster)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			st.Phase = bpav1.PhasePending
+			st.Message = msg
+			setRunConditions(st, gen, ReasonWaitingForProvisioning, msg)
+			return nil, nil
+		}
+	}
+
+	if err := r.Create(ctx, wf); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating Workflow %s: %w", wf.Name, err)
+		}
+		// Created before a crash or by a peer's last reconcile: adopt it if it is ours.
+		existing := &wfv1.Workflow{}
+		if err := r.Get(ctx, client.ObjectKeyFromObject(wf), existing); err != nil {
+			return nil, err
+		}
+		if !metav1.IsControlledBy(existing, obj) {
+			setStalled(st, gen, ReasonInvalidSpec, fmt.Sprintf("Workflow %s exists and is not owned by this %s", wf.Name, r.kind.kind))
+			return nil, nil
+		}
+		wf = existing
+	} else {
+		runsStarted.WithLabelValues(r.kind.kind).Inc()
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunStarted", "Started Workflow %s for generation %d", wf.Name, gen)
+		log.FromContext(ctx).Info("started run", "workflow", wf.Name, "generation", gen)
+	}
+
+	st.ObservedGeneration = gen
+	st.LastHandledRerun = rerun
+	if r.kind.storedRevision != nil {
+		*r.kind.storedRevision(obj) = revision
+	}
+	// A new run starts with a clean slate: nothing from the last run may pass for this one.
+	st.Phase, st.Message, st.Progress = bpav1.PhasePending, "", ""
+	st.Steps, st.StartedAt, st.FinishedAt = nil, nil, nil
+	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
+	return wf, nil
+}
+
+// mirror copies the Workflow's state into the status, and reports phase changes.
+func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow) {
+	st := obj.GetRunStatus()
+	prev := st.Phase
+	prevWorkflow := st.Workflow
+	o := Observe(wf, r.kind.steps)
+
+	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
+	st.Phase, st.Progress, st.Message = o.Phase, o.Progress, o.Message
+	st.StartedAt, st.FinishedAt, st.Steps = o.StartedAt, o.FinishedAt, o.Steps
+	if o.Hosts != nil {
+		st.Hosts = o.Hosts
+	}
+	if r.kind.observe != nil {
+		r.kind.observe(obj, cluster, o)
+	}
+
+	reason, msg := "", st.Message
+	if st.Phase == bpav1.PhasePending && wf.Status.Synchronization != nil && wf.Status.Synchronization.Mutex != nil && len(wf.Status.Synchronization.Mutex.Waiting) > 0 {
+		reason = ReasonWaitingForLock
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("Workflow %s is %s", wf.Name, st.Phase)
+	}
+	setRunConditions(st, obj.GetGeneration(), reason, msg)
+
+	sameRun := prevWorkflow != nil && prevWorkflow.Name == wf.Name
+	if st.Phase != prev && sameRun && isTerminal(st.Phase) {
+		runsTotal.WithLabelValues(r.kind.kind, string(st.Phase)).Inc()
+		if o.StartedAt != nil && o.FinishedAt != nil {
+			runDuration.WithLabelValues(r.kind.kind, string(st.Phase)).Observe(o.FinishedAt.Sub(o.StartedAt.Time).Seconds())
+		}
+		eventType := corev1.EventTypeNormal
+		if st.Phase != bpav1.PhaseSucceeded {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(obj, eventType, "Run"+string(st.Phase), "Workflow %s %s: %s", wf.Name, st.Phase, msg)
+	}
+	if sameRun && isTerminal(prev) && !isTerminal(st.Phase) {
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunResumed", "Workflow %s is %s again (retried)", wf.Name, st.Phase)
+	}
+}
+
+// workflowGone reports a Workflow that disappeared (deleted by hand, or by its TTL) without
+// starting another: a new run needs a new generation or a rerun request.
+func (r *runReconciler) workflowGone(obj runObject) {
+	st := obj.GetRunStatus()
+	msg := fmt.Sprintf("Workflow %s was deleted; set the %s annotation to a new value to run again", st.Workflow.Name, bpav1.RerunAnnotation)
+	if !isTerminal(st.Phase) {
+		st.Phase = bpav1.PhaseError
+	}
+	if st.Phase == bpav1.PhaseSucceeded {
+		// The run succeeded and its record expired: the cluster is still what it was.
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: bpav1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: ReasonSucceeded, Message: fmt.Sprintf("Workflow %s succeeded and has since been deleted", st.Workflow.Name), ObservedGeneration: obj.GetGeneration()})
+		return
+	}
+	st.Message = msg
+	setRunConditions(st, obj.GetGeneration(), ReasonWorkflowDeleted, msg)
+}
+
+func isTerminal(p bpav1.RunPhase) bool {
+	return p == bpav1.PhaseSucceeded || p == bpav1.PhaseFailed || p == bpav1.PhaseError
+}
+
+// workflows lists the CR's Workflows, oldest first: those the controller made and those
+// `argo submit --from` labelled with the CR's name.
+func (r *runReconciler) workflows(ctx context.Context, obj runObject) ([]wfv1.Workflow, error) {
+	list := &wfv1.WorkflowList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{r.kind.nameLabel: obj.GetName()}); err != nil {
+		return nil, err
+	}
+	items := list.Items
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i].CreationTimestamp, items[j].CreationTimestamp
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return items[i].Name < items[j].Name
+	})
+	return items, nil
+}
+
+func (r *runReconciler) reconcileDelete(ctx context.Context, obj runObject) error {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return nil
+	}
+	if err := r.deleteWorkflows(ctx, obj); err != nil {
+		return err
+	}
+	if r.kind.finalize != nil {
+		if err := r.kind.finalize(ctx, obj); err != nil {
+			return err
+		}
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	return client.IgnoreNotFound(r.Patch(ctx, obj, patch))
+}
+
+// deleteWorkflows removes the CR's Workflows and their staged kubeconfigs. Owner references
+// would do it too, but only where a garbage collector runs; and if Argo is gone (no
+// Workflow kind any more) there is nothing to delete, so deletion never hangs on it.
+func (r *runReconciler) deleteWorkflows(ctx context.Context, obj runObject) error {
+	wfs, err := r.workflows(ctx, obj)
+	if meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for i := range wfs {
+		if err := r.Delete(ctx, &wfs[i], client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		staged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: wfs[i].Name + "-admin-conf"}}
+		if err := r.Delete(ctx, staged); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// SetupSoftware registers the Software reconciler.
+func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
+	c := mgr.GetClient()
+	r := &runReconciler{
+		Client:   c,
+		Recorder: mgr.GetEventRecorderFor("bpa-controller"),
+		Options:  opts,
+		kind: runKind{
+			kind:      "Software",
+			nameLabel: bpav1.SoftwareNameLabel,
+			steps:     translator.SoftwareSteps,
+			newObject: func() runObject { return &bpav1.Software{} },
+			translate: func(obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+				return translator.Software(obj.(*bpav1.Software), o)
+			},
+			revision: func(ctx context.Context, obj runObject) (string, error) {
+				return nodesRevision(ctx, c, obj.GetNamespace(), obj.GetLabels()[bpav1.ClusterLabel])
+			},
+			storedRevision: func(obj runObject) *string { return &obj.(*bpav1.Software).Status.NodesHash },
+			gate: func(ctx context.Context, obj runObject, cluster string) (bool, string, error) {
+				return provisioningSucceeded(ctx, c, obj.GetNamespace(), cluster)
+			},
+			observe: func(obj runObject, _ string, o Observation) {
+				s := obj.(*bpav1.Software)
+				if o.HostSoftware != nil {
+					s.Status.HostSoftware = o.HostSoftware
+				}
+			},
+		},
+	}
+	toSoftwares := func(ctx context.Context, o client.Object) []ctrl.Request {
+		cluster := o.GetLabels()[bpav1.ClusterLabel]
+		if _, ok := o.(*corev1.ConfigMap); ok {
+			cluster = strings.TrimSuffix(o.GetName(), "-configmap")
+		}
+		return softwaresOfCluster(ctx, c, o.GetNamespace(), cluster)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&bpav1.Software{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel))).
+		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), "-configmap") }))).
+		Named("software").
+		Complete(r)
+}
+
+func softwaresOfCluster(ctx context.Context, c client.Client, ns, cluster string) []ctrl.Request {
+	if cluster == "" {
+		return nil
+	}
+	list := &bpav1.SoftwareList{}
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for _, s := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+	}
+	return reqs
+}
+
+// provisioningSucceeded gates Software runs: packages go on a cluster that exists.
+func provisioningSucceeded(ctx context.Context, c client.Client, ns, cluster string) (bool, string, error) {
+	list := &bpav1.ProvisioningList{}
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+		return false, "", err
+	}
+	for _, p := range list.Items {
+		if p.Status.Phase == bpav1.PhaseSucceeded {
+			return true, "", nil
+		}
+	}
+	return false, fmt.Sprintf("waiting for a Provisioning of cluster %s to succeed", cluster), nil
+}
+
+// nodesRevision hashes the cluster's node addresses from <cluster>-configmap, so a node
+// joining (or changing address) starts a run that installs the packages there too.
+func nodesRevision(ctx context.Context, c client.Client, ns, cluster string) (string, error) {
+	if cluster == "" {
+		return "", nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + "-configmap"}, cm); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	var keys []string
+	for k := range cm.Data {
+		if strings.HasPrefix(k, "MASTER_") || strings.HasPrefix(k, "WORKER_") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%s\n", k, cm.Data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}

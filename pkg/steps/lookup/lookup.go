@@ -1,0 +1,78 @@
+// Package lookup is `bpa step lookup`, the first step of an ad-hoc run
+// (`argo submit --from workflowtemplate/bpa-provision -p provisioning=<name>`). It reads the
+// CR and writes the same parameters the controller would have put on its Workflow, so both
+// kinds of run take the same per-cluster lock and call the steps with the same values.
+package lookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// Command returns `bpa step lookup`.
+func Command() *cobra.Command {
+	var o options
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "lookup",
+		Short: "Read a Provisioning or Software CR and write its Workflow parameters (ad-hoc runs)",
+		Flags: func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the CR")
+			cmd.Flags().StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
+			cmd.Flags().StringVar(&o.software, "software", "", "name of the Software")
+			cmd.Flags().StringVar(&o.outputDir, "output-dir", "/tmp/bpa/out", "directory to write one file per parameter")
+		},
+		Run: func(ctx context.Context) error {
+			c, err := stepcmd.Client()
+			if err != nil {
+				return err
+			}
+			return o.run(ctx, c)
+		},
+	})
+}
+
+type options struct {
+	namespace, provisioning, software, outputDir string
+}
+
+func (o options) run(ctx context.Context, c client.Client) error {
+	params, err := o.parameters(ctx, c)
+	if err != nil {
+		return err
+	}
+	for name, value := range params {
+		if err := stepcmd.WriteOutput(filepath.Join(o.outputDir, name), []byte(value)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o options) parameters(ctx context.Context, c client.Client) (map[string]string, error) {
+	switch {
+	case o.provisioning != "" && o.software == "":
+		p := &bpav1.Provisioning{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
+			return nil, fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
+		}
+		return translator.ProvisioningParameters(p)
+	case o.software != "" && o.provisioning == "":
+		s := &bpav1.Software{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.software}, s); err != nil {
+			return nil, fmt.Errorf("reading Software %s/%s: %w", o.namespace, o.software, err)
+		}
+		return translator.SoftwareParameters(s)
+	default:
+		return nil, errors.New("exactly one of --provisioning and --software is required")
+	}
+}
