@@ -21,3 +21,37 @@ generate: ## Generate deepcopy code (controller-gen, run as a Go tool)
 manifests: ## Generate CRDs (controller-gen) into config/crd/bases
 	$(GO) tool controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/crd-nullable config/crd/bases/bpa.akraino.org_provisionings.yaml
+	$(GO) tool controller-gen rbac:roleName=bpa-controller paths=./pkg/controller/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify-generated
+verify-generated: ## Fail if the generated CRDs, RBAC or deepcopy are stale
+	hack/verify-generated.sh
+
+##@ Test
+.PHONY: tools
+tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, argo) into bin/, once
+	hack/build-tools.sh
+
+.PHONY: test
+test: tools verify-generated build ## Run every test (unit, fuzz seeds, real-component integration and e2e)
+	$(BIN)/bpa lint
+	$(BIN)/bpa lint $(addprefix -f ,$(wildcard examples/*.yaml ../shared/reference/seeds/*.yaml ../shared/reference/icn/provisioning/*.yaml ../shared/reference/icn/software/*.yaml))
+	$(GO) vet ./...
+	$(GO) test -p 2 -timeout 45m -count=1 ./...
+
+.PHONY: bench
+bench: tools ## Run the benchmarks (translation, matching, lease parsing, controller at scale)
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+##@ Run
+.PHONY: demo
+demo: tools build ## Provision the example cluster on an embedded control plane (simulated nodes)
+	$(GO) run ./test/demo
+
+.PHONY: deploy
+deploy: ## Apply CRDs, RBAC, the admission policy, the controller and the WorkflowTemplates to the current kubeconfig
+	kubectl apply --server-side -k config/
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/workflow/packer"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+var t0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+
+func at(min int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(min) * time.Minute)) }
+
+func node(id, display string, typ wfv1.NodeType, phase wfv1.NodePhase, start int, children ...string) wfv1.NodeStatus {
+	return wfv1.NodeStatus{ID: id, Name: "wf." + display, DisplayName: display, Type: typ, Phase: phase, StartedAt: at(start), Children: children}
+}
+
+func withOutput(n wfv1.NodeStatus, name, value string) wfv1.NodeStatus {
+	n.Outputs = &wfv1.Outputs{Parameters: []wfv1.Parameter{{Name: name, Value: wfv1.AnyStringPtr(value)}}}
+	return n
+}
+
+// failedProvisioning: discover and resolve succeeded (resolve after a retry), kubespray
+// failed, the rest never ran.
+func failedProvisioning() *wfv1.Workflow {
+	hosts := `[{"name":"master-1","roles":["master","worker"],"mac":"00:c6:14:04:61:b2","ip":"127.0.1.1","bareMetalHost":"bmh-1"}]`
+	kubespray := node("k", "run-kubespray", wfv1.NodeTypePod, wfv1.NodeFailed, 5)
+	kubespray.Message = "ansible-playbook exited 2: UNREACHABLE master-1"
+	wf := &wfv1.Workflow{
+		ObjectMeta: metav1.ObjectMeta{Name: "wf"},
+		Status: wfv1.WorkflowStatus{
+			Phase: wfv1.WorkflowFailed, Progress: "3/4", StartedAt: at(0), FinishedAt: at(9),
+			Nodes: wfv1.Nodes{
+				"d":  withOutput(node("d", "discover-hosts", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 0, "d0"), "hosts", `[{"name":"master-1","roles":["master","worker"]}]`),
+				"d0": node("d0", "discover-hosts(0)", wfv1.NodeTypePod, wfv1.NodeSucceeded, 0),
+				"r":  withOutput(node("r", "resolve-leases", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1, "r0", "r1"), "hosts", hosts),
+				"r0": node("r0", "resolve-leases(0)", wfv1.NodeTypePod, wfv1.NodeFailed, 1),
+				"r1": node("r1", "resolve-leases(1)", wfv1.NodeTypePod, wfv1.NodeSucceeded, 2),
+				"i":  withOutput(node("i", "render-inventory", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 3), "hosts", hosts),
+				"k":  kubespray,
+			},
+		},
+	}
+	return wf
+}
+
+func TestObserveFailedRunNamesTheFailingStep(t *testing.T) {
+	o := Observe(failedProvisioning(), translator.ProvisioningSteps)
+	assert.Equal(t, bpav1.PhaseFailed, o.Phase)
+	assert.Equal(t, "3/4", o.Progress)
+	assert.Equal(t, "step run-kubespray failed: ansible-playbook exited 2: UNREACHABLE master-1", o.Message)
+	require.Len(t, o.Steps, 6)
+	var phases []string
+	for _, s := range o.Steps {
+		phases = append(phases, s.Phase)
+	}
+	assert.Equal(t, []string{"Succeeded", "Succeeded", "Succeeded", "Failed", "Pending", "Pending"}, phases)
+	require.Len(t, o.Hosts, 1)
+	assert.Equal(t, "127.0.1.1", o.Hosts[0].IP, "hosts come from the most complete step output")
+}
+
+func TestObserveRetryNodeReportsTheLastAttempt(t *testing.T) {
+	wf := failedProvisioning()
+	r := node("r", "resolve-leases", wfv1.NodeTypeRetry, wfv1.NodeFailed, 1, "r0", "r1")
+	r.Message = "No more retries left"
+	r0 := node("r0", "resolve-leases(0)", wfv1.NodeTypePod, wfv1.NodeFailed, 1)
+	r0.Message = "no lease for 00:c6:14:04:61:b2 (old)"
+	r1 := node("r1", "resolve-leases(1)", wfv1.NodeTypePod, wfv1.NodeFailed, 2)
+	r1.Message = "no lease for 00:c6:14:04:61:b2"
+	wf.Status.Nodes["r"], wf.Status.Nodes["r0"], wf.Status.Nodes["r1"] = r, r0, r1
+	delete(wf.Status.Nodes, "i")
+	delete(wf.Status.Nodes, "k")
+	o := Observe(wf, translator.ProvisioningSteps)
+	assert.Equal(t, "no lease for 00:c6:14:04:61:b2 (after 2 attempts)", o.Steps[1].Message)
+	assert.Equal(t, "step resolve-leases failed: no lease for 00:c6:14:04:61:b2 (after 2 attempts)", o.Message)
+}
+
+func TestObserveCompressedNodes(t *testing.T) {
+	wf := failedProvisioning()
+	plain := Observe(wf, translator.ProvisioningSteps)
+	defer packer.SetMaxWorkflowSize(1500)()
+	require.NoError(t, packer.CompressWorkflowIfNeeded(wf))
+	require.NotEmpty(t, wf.Status.CompressedNodes)
+	require.Empty(t, wf.Status.Nodes)
+	want, _ := json.Marshal(plain)
+	got, _ := json.Marshal(Observe(wf, translator.ProvisioningSteps))
+	assert.JSONEq(t, string(want), string(got))
+}
+
+func TestObserveOffloadedNodesDoesNotCrash(t *testing.T) {
+	wf := failedProvisioning()
+	wf.Status.Nodes = nil
+	wf.Status.OffloadNodeStatusVersion = "fnv:123"
+	wf.Status.Phase = wfv1.WorkflowRunning
+	o := Observe(wf, translator.ProvisioningSteps)
+	assert.Equal(t, bpav1.PhaseRunning, o.Phase)
+	assert.Contains(t, o.Message, "offloaded")
+	assert.Empty(t, o.Steps)
+}
+
+func TestObserveAdHocRunAliasesAndSkips(t *testing.T) {
+	wf := &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowRunning, Nodes: wfv1.Nodes{
+		"l": node("l", "lookup", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 0),
+		"s": node("s", "resolve-leases", wfv1.NodeTypeSkipped, wfv1.NodeSkipped, 1),
+		"f": node("f", "resolve-leases-from-file", wfv1.NodeTypeRetry, wfv1.NodeRunning, 1),
+	}}}
+	o := Observe(wf, translator.ProvisioningSteps)
+	assert.Equal(t, "resolve-leases", o.Steps[1].Name)
+	assert.Equal(t, "Running", o.Steps[1].Phase)
+}
+
+func TestObserveSoftwareFanOut(t *testing.T) {
+	group := node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeFailed, 1, "h0", "h1")
+	ok := withOutput(node("h0", "install-software(0:m1)", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1),
+		"result", `{"name":"m1","ip":"127.0.1.1","changed":true,"packages":[{"name":"jq","wanted":"1.6","installed":"1.6"}]}`)
+	bad := node("h1", "install-software(1:w1)", wfv1.NodeTypeRetry, wfv1.NodeFailed, 1, "h1p")
+	bad.Inputs = &wfv1.Inputs{Parameters: []wfv1.Parameter{{Name: "host", Value: wfv1.AnyStringPtr(`{"name":"w1","ip":"127.0.1.9"}`)}}}
+	badPod := node("h1p", "install-software(1:w1)(0)", wfv1.NodeTypePod, wfv1.NodeFailed, 1)
+	badPod.Message = "dial tcp 127.0.1.9:22: connection refused"
+	wf := &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowFailed, Nodes: wfv1.Nodes{"g": group, "h0": ok, "h1": bad, "h1p": badPod}}}
+	o := Observe(wf, translator.SoftwareSteps)
+	require.Len(t, o.HostSoftware, 2)
+	assert.Equal(t, "m1", o.HostSoftware[0].Name)
+	assert.Equal(t, "Succeeded", o.HostSoftware[0].Phase)
+	assert.Equal(t, "1.6", o.HostSoftware[0].Packages[0].Installed)
+	assert.Equal(t, "w1", o.HostSoftware[1].Name)
+	assert.Equal(t, "Failed", o.HostSoftware[1].Phase)
+	assert.Equal(t, "dial tcp 127.0.1.9:22: connection refused", o.HostSoftware[1].Message)
+}
