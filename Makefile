@@ -55,3 +55,8 @@ deploy: ## Apply CRDs, RBAC, the admission policy, the controller and the Workfl
 .PHONY: help
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+.PHONY: metal3-crd
+metal3-crd: ## Regenerate the BareMetalHost CRD the tests install, from the pinned metal3 API module
+	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1 output:crd:artifacts:config=$(CURDIR)/bin/metal3-crds
+	cp bin/metal3-crds/metal3.io_baremetalhosts.yaml test/bpatest/crds/

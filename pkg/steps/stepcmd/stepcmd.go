@@ -59,8 +59,8 @@ func Command(s Step) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&terminationLog, "termination-log", DefaultTerminationLog,
-		"file the failure reason is written to (the container's terminationMessagePath)")
+	cmd.Flags().StringVar(&terminationLog, "termination-log", "",
+		"file the failure reason is written to: the container's terminationMessagePath, which the WorkflowTemplates pass explicitly")
 	if s.Flags != nil {
 		s.Flags(cmd)
 	}

@@ -1,0 +1,110 @@
+// Package bpatest installs BPA's own manifests (CRDs, admission policy) into a test rig.
+package bpatest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/akraino-edge-stack/bpa/config"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
+)
+
+// InstallCRDs creates BPA's CRDs and waits until they are served.
+func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
+	c, err := apiextensions.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds, err := validation.CRDs()
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, crd := range crds {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
+
+// InstallAdmissionPolicy creates the ValidatingAdmissionPolicies and bindings of
+// config/admission. The apiserver loads them asynchronously: callers that depend on them
+// should probe with a known-bad object (see WaitForPolicy).
+func InstallAdmissionPolicy(ctx context.Context, cfg *rest.Config) error {
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(config.AdmissionPolicy), 4096)
+	for {
+		var probe struct {
+			Kind string `json:"kind"`
+		}
+		var raw []byte
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		raw, err = jsonMarshal(obj)
+		if err != nil {
+			return err
+		}
+		if err := jsonUnmarshal(raw, &probe); err != nil {
+			return err
+		}
+		switch probe.Kind {
+		case "ValidatingAdmissionPolicy":
+			p := &admissionv1.ValidatingAdmissionPolicy{}
+			if err := jsonUnmarshal(raw, p); err != nil {
+				return err
+			}
+			if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			b := &admissionv1.ValidatingAdmissionPolicyBinding{}
+			if err := jsonUnmarshal(raw, b); err != nil {
+				return err
+			}
+			if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		default:
+			return fmt.Errorf("unexpected kind %q in config/admission", probe.Kind)
+		}
+	}
+}
