@@ -9,7 +9,9 @@
 # Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
 # go.sum committed), so the builds are reproducible and never touch the
 # project's go.mod. A tool is rebuilt only when bin/.stamps/<tool> differs from
-# the pinned version (that is, on first use or after a version bump).
+# the pin (that is, on first use, after a version bump or a STAMP_REV bump).
+# Cold times on 2 cores, module cache filled: etcd 40 s, kube-apiserver 4 min,
+# workflow-controller 3 min, argo 1 min (it reuses the controller's packages).
 # Builds run one after another: on a 2-core machine parallel links only thrash.
 set -euo pipefail
 
@@ -21,9 +23,11 @@ mkdir -p "$STAMPS"
 # bin/ holds build outputs only; keep it out of git even without a root rule.
 [[ -f $BIN/.gitignore ]] || echo '*' >"$BIN/.gitignore"
 
-# Go honours GOFLAGS from the caller; the tool modules must resolve against
-# their own go.sum and never against a workspace.
-export GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=mod" CGO_ENABLED=0
+# The tool modules resolve against their own committed go.sum (readonly: a
+# missing entry fails loudly instead of being fetched and trusted), never
+# against a workspace. To bump a pin: edit go.mod, run `go mod tidy` in that
+# module, commit both files.
+export GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0
 BUILD_FLAGS=(-trimpath "-ldflags=-s -w")
 
 # module version as pinned in a tool module's go.mod (the stamp also covers
@@ -45,7 +49,7 @@ up_to_date() { # <tool> <stamp> <outputs...>
 }
 
 announce() { # <tool> <version> <estimate>
-	local why="version changed"
+	local why="pin or recipe changed"
 	[[ -f $STAMPS/$1 ]] || why="first time"
 	echo "building $1 $2 ($why, ~$3)..."
 }
@@ -71,7 +75,7 @@ build_kube_apiserver() {
 	v=$(pin kube-apiserver k8s.io/kubernetes)
 	s="$v $(stamp_of kube-apiserver)"
 	if up_to_date kube-apiserver "$s" "$BIN/kube-apiserver"; then echo "kube-apiserver $v up to date"; return; fi
-	announce kube-apiserver "$v" "8 min"
+	announce kube-apiserver "$v" "4 min"
 	(cd "$TOOLS/kube-apiserver" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 	echo "$s" >"$STAMPS/kube-apiserver"
 }
@@ -80,14 +84,22 @@ build_kube_apiserver() {
 # controller say v0.0.0 and `argo version` is useless in bug reports.
 argo_version_ldflag() { echo "-X github.com/argoproj/argo-workflows/v3.version=$1"; }
 
-argo_dir() { (cd "$TOOLS/argo" && go list -m -f '{{.Dir}}' github.com/argoproj/argo-workflows/v3); }
+# The argo module's folder in the module cache (downloaded first: on a fresh
+# machine `go list -m` alone reports no folder).
+argo_dir() {
+	(
+		cd "$TOOLS/argo"
+		go mod download github.com/argoproj/argo-workflows/v3
+		go list -m -f '{{.Dir}}' github.com/argoproj/argo-workflows/v3
+	)
+}
 
 build_workflow_controller() {
 	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
 	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v up to date"; return; fi
-	announce workflow-controller "$v" "6 min"
+	announce workflow-controller "$v" "3 min"
 	(cd "$TOOLS/argo" && timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/workflow-controller" \
 		github.com/argoproj/argo-workflows/v3/cmd/workflow-controller)
 	echo "$s" >"$STAMPS/workflow-controller"
@@ -102,7 +114,7 @@ build_argo_cli() {
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
 	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v up to date"; return; fi
-	announce argo "$v" "3 min after workflow-controller"
+	announce argo "$v" "1 min after workflow-controller"
 	src=$(argo_dir)
 	work="$BIN/.work/argo"
 	[[ -e $work ]] && chmod -R u+w "$work" && rm -rf "$work"
@@ -117,22 +129,26 @@ build_argo_cli() {
 	(
 		cd "$work/mod"
 		go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
-		timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
+		GOFLAGS=-mod=mod timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
 	)
 	rm -rf "$BIN/.work"
 	echo "$s" >"$STAMPS/argo"
 }
 
+# Argo's full CRDs (with OpenAPI schemas, the rig's default: the apiserver
+# validates Workflows) and minimal ones (what Argo's own install manifests
+# apply; far cheaper for the apiserver) under minimal/.
 copy_argo_crds() {
 	local v s src
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date argo-crds "$s" "$BIN/argo-crds"; then echo "argo-crds $v up to date"; return; fi
+	if up_to_date argo-crds "$s" "$BIN/argo-crds" "$BIN/argo-crds/minimal"; then echo "argo-crds $v up to date"; return; fi
 	echo "copying argo-crds $v..."
 	src=$(argo_dir)
 	rm -rf "$BIN/argo-crds"
-	mkdir -p "$BIN/argo-crds"
+	mkdir -p "$BIN/argo-crds/minimal"
 	cp "$src"/manifests/base/crds/full/argoproj.io_*.yaml "$BIN/argo-crds/"
+	cp "$src"/manifests/base/crds/minimal/argoproj.io_*.yaml "$BIN/argo-crds/minimal/"
 	chmod -R u+w "$BIN/argo-crds"
 	echo "$s" >"$STAMPS/argo-crds"
 }

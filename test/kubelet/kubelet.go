@@ -65,6 +65,11 @@ type Options struct {
 	// Kubeconfig is passed to every process as KUBECONFIG, unless the
 	// container sets KUBECONFIG itself.
 	Kubeconfig string
+	// AsServiceAccount runs each process with a token of its pod's service
+	// account (a kubeconfig in the pod dir) and reports its task result with
+	// that token, as Argo's executor does: RBAC is then checked as in a real
+	// cluster. The service account must exist.
+	AsServiceAccount bool
 	// Namespace whose Workflow pods are run.
 	Namespace string
 	// Executables maps a container's command[0] (as written, or its base

@@ -14,9 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/test/kubelet"
@@ -24,7 +27,7 @@ import (
 )
 
 // env is one rig with the workflow-controller and a stand-in kubelet, shared
-// by the subtests (a rig takes ~10 s to start).
+// by the subtests.
 type env struct {
 	r       *rig.Rig
 	k       *kubelet.Kubelet
@@ -35,7 +38,8 @@ type env struct {
 }
 
 func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
-	r := rig.ForTest(t, rig.Options{WorkflowController: true})
+	// Minimal CRDs: a 3 s start instead of 13 s; test/rig covers the full ones.
+	r := rig.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := &env{r: r, wf: wfclientset.NewForConfigOrDie(r.RESTConfig), kube: kubernetes.NewForConfigOrDie(r.RESTConfig), sleeper: make(chan struct{}, 1)}
@@ -43,16 +47,34 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 	_, err := e.kube.CoreV1().ServiceAccounts(r.Namespace).Create(ctx,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "wf-runner"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// What steps may do as wf-runner: report results like Argo's executor
+	// (create and patch task results) and, for the client step, write a
+	// ConfigMap. The stand-in acts as wf-runner (AsServiceAccount).
+	_, err = e.kube.RbacV1().Roles(r.Namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "wf-runner"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"argoproj.io"}, Resources: []string{"workflowtaskresults"}, Verbs: []string{"create", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = e.kube.RbacV1().RoleBindings(r.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "wf-runner"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "wf-runner"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "wf-runner", Namespace: r.Namespace}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	_, err = e.kube.CoreV1().ConfigMaps(r.Namespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "greeting"}, Data: map[string]string{"word": "bonjour"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	e.k, err = kubelet.Start(ctx, kubelet.Options{
-		Config:      r.RESTConfig,
-		Kubeconfig:  r.Kubeconfig,
-		Namespace:   r.Namespace,
-		Executables: map[string]string{"sh": "/bin/sh"},
+		Config:           r.RESTConfig,
+		Kubeconfig:       r.Kubeconfig,
+		AsServiceAccount: true,
+		Namespace:        r.Namespace,
+		Executables:      map[string]string{"sh": "/bin/sh"},
 		Runners: map[string]kubelet.Runner{
 			// Fails its first run only: exercises Argo retries (a new pod).
 			"flaky": func(ctx context.Context, x *kubelet.Exec) (int, error) {
@@ -61,6 +83,38 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 					return 1, nil
 				}
 				fmt.Fprintln(x.Stdout, "flaky: second attempt works")
+				return 0, nil
+			},
+			// A step that uses the API like a real one: KUBECONFIG from the
+			// environment, a Secret volume, a Secret env var.
+			"kube-client": func(ctx context.Context, x *kubelet.Exec) (int, error) {
+				get := func(k string) string {
+					for _, kv := range x.Env {
+						if v, ok := strings.CutPrefix(kv, k+"="); ok {
+							return v
+						}
+					}
+					return ""
+				}
+				token, err := os.ReadFile(x.Command[2])
+				if err != nil {
+					return 0, err
+				}
+				cfg, err := clientcmd.BuildConfigFromFlags("", get("KUBECONFIG"))
+				if err != nil {
+					return 0, err
+				}
+				c := kubernetes.NewForConfigOrDie(cfg)
+				_, listErr := c.CoreV1().Secrets(get("POD_NAMESPACE")).List(ctx, metav1.ListOptions{})
+				_, err = c.CoreV1().ConfigMaps(get("POD_NAMESPACE")).Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: "written-by-step"},
+					Data: map[string]string{"token": string(token), "word": get("SECRET_WORD"), "pod": get("POD_NAME"),
+						"list-secrets-forbidden": fmt.Sprint(apierrors.IsForbidden(listErr))},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					fmt.Fprintln(x.Stderr, err)
+					return 1, nil
+				}
 				return 0, nil
 			},
 			// Runs until killed, then says so.
@@ -80,7 +134,8 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 	t.Run("failing step surfaces its message", e.testFailure)
 	t.Run("retry runs a new pod", e.testRetry)
 	t.Run("deadline kills the process", e.testDeadline)
-	t.Run("deleted pod kills the process", e.testDelete)
+	t.Run("deleted pod kills the process group", e.testDelete)
+	t.Run("step uses KUBECONFIG, Secret volume and env", e.testClient)
 	t.Run("argo CLI lists and gets workflows", e.testArgoCLI)
 }
 
@@ -91,6 +146,10 @@ spec:
   entrypoint: main
   templates:
   - name: main
+    outputs:
+      parameters:
+      # Referencing b's result makes Argo capture it (ARGO_INCLUDE_SCRIPT_OUTPUT).
+      - {name: b-result, valueFrom: {parameter: "{{tasks.b.outputs.result}}"}}
     dag:
       tasks:
       - {name: a, template: produce}
@@ -135,6 +194,7 @@ func (e *env) testDAG(t *testing.T) {
 	require.NotNil(t, b.Outputs.Result)
 	assert.Equal(t, "got hello-from-a and raw-artifact-data", *b.Outputs.Result)
 	assert.Contains(t, e.k.Log(b.ID), "got hello-from-a", "per-pod log kept")
+	assert.Equal(t, "got hello-from-a and raw-artifact-data", param(t, node(t, wf, "dag"), "b-result"))
 }
 
 const failingWorkflow = `
@@ -216,7 +276,7 @@ spec:
   entrypoint: slow
   templates:
   - name: slow
-    container: {image: tools, command: [sleeper]}
+    container: {image: busybox, command: [sh, -c, "sleep 3017 & sleep 3018"]}
 `
 
 func (e *env) testDelete(t *testing.T) {
@@ -229,14 +289,63 @@ func (e *env) testDelete(t *testing.T) {
 			return false, err
 		}
 		pod = &pods.Items[0]
-		return true, nil
-	}))
+		return len(processes("sleep 3017")) > 0 && len(processes("sleep 3018")) > 0, nil
+	}), "the step runs (pod Running, both sleeps started)")
 	require.NoError(t, e.kube.CoreV1().Pods(e.r.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
-	select {
-	case <-e.sleeper:
-	case <-time.After(10 * time.Second):
-		t.Fatal("process not killed when its pod was deleted")
+	// The whole process group goes, the backgrounded sleep included.
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(processes("sleep 3017"))+len(processes("sleep 3018")) == 0, nil
+	}), "processes of the deleted pod are killed")
+}
+
+// processes returns the pids whose command line contains s.
+func processes(s string) []string {
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), s) {
+			pids = append(pids, d.Name())
+		}
 	}
+	return pids
+}
+
+const clientWorkflow = `
+metadata: {name: client}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: client
+  templates:
+  - name: client
+    container:
+      image: bpa
+      command: [kube-client, --token-file, /etc/creds/token]
+      env:
+      - name: SECRET_WORD
+        valueFrom: {secretKeyRef: {name: creds, key: word}}
+      volumeMounts:
+      - {name: creds, mountPath: /etc/creds, readOnly: true}
+    volumes:
+    - name: creds
+      secret: {secretName: creds}
+`
+
+func (e *env) testClient(t *testing.T) {
+	ctx := context.Background()
+	_, err := e.kube.CoreV1().Secrets(e.r.Namespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+		StringData: map[string]string{"token": "s3cr3t", "word": "open-sesame"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wf := e.run(t, clientWorkflow)
+	require.Equal(t, wfv1.WorkflowSucceeded, wf.Status.Phase, wf.Status.Message)
+	cm, err := e.kube.CoreV1().ConfigMaps(e.r.Namespace).Get(ctx, "written-by-step", metav1.GetOptions{})
+	require.NoError(t, err, "the step reached the apiserver through KUBECONFIG, as wf-runner")
+	assert.Equal(t, map[string]string{
+		"token": "s3cr3t", "word": "open-sesame", "pod": node(t, wf, "client").ID,
+		"list-secrets-forbidden": "true", // RBAC of wf-runner applies, not admin
+	}, cm.Data)
 }
 
 func (e *env) testArgoCLI(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -53,12 +54,18 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	k.mu.Unlock()
 
-	out := k.execute(ctx, pod, dir)
+	id, err := k.identity(ctx, pod, dir)
+	var out *outcome
+	if err != nil {
+		out = initFailure("%v", err)
+	} else {
+		out = k.execute(ctx, pod, dir, id)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("not reported: %w", context.Cause(ctx))
 	}
 	if out.initCode == 0 {
-		if err := k.reportTaskResult(ctx, pod, out.outputs); err != nil {
+		if err := k.reportTaskResult(ctx, id, pod, out.outputs); err != nil {
 			return fmt.Errorf("report task result: %w", err)
 		}
 	}
@@ -66,7 +73,7 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // execute sets the pod up, runs its main container and collects outputs.
-func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string) *outcome {
+func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *podIdentity) *outcome {
 	main := findContainer(pod.Spec.Containers, containerMain)
 	if main == nil {
 		return initFailure("pod has no %q container", containerMain)
@@ -80,21 +87,12 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string) *out
 		return initFailure("%v", err)
 	}
 	pm := newPathMap(filepath.Join(dir, "fs"))
-	if err := k.materialize(ctx, pod, main, tmpl, pm); err != nil {
-		return initFailure("%v", err)
-	}
-	// Mapped before any rewriting, so a step writing to its
-	// terminationMessagePath (named in its args or env) writes here.
-	termPath := main.TerminationMessagePath
-	if termPath == "" {
-		termPath = corev1.TerminationMessagePathDefault
-	}
-	termFile := pm.host(termPath)
-	if err := os.MkdirAll(filepath.Dir(termFile), 0o755); err != nil {
+	termFile, err := k.materialize(ctx, pod, main, tmpl, pm)
+	if err != nil {
 		return initFailure("%v", err)
 	}
 	// Offloaded args (> 128 KiB) come as a JSON file the emissary appends.
-	env, argsFile, err := k.env(ctx, pod, main, pm, dir)
+	env, argsFile, err := k.env(ctx, pod, main, pm, dir, id.kubeconfig)
 	if err != nil {
 		return initFailure("%v", err)
 	}
@@ -228,21 +226,22 @@ func emissaryArgv(c *corev1.Container) ([]string, error) {
 
 // materialize writes the volumes the main container mounts, the raw input
 // artifacts and a script template's source into the pod directory, mapping
-// their container paths in pm.
-func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1.Container, tmpl *wfv1.Template, pm *pathMap) error {
+// their container paths (and those of output parameters and of the
+// termination message, returned) in pm.
+func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1.Container, tmpl *wfv1.Template, pm *pathMap) (string, error) {
 	volDir := filepath.Join(filepath.Dir(pm.root), "volumes")
 	done := map[string]bool{}
 	var mountPoints []string
 	for _, m := range main.VolumeMounts {
 		vol := findVolume(pod.Spec.Volumes, m.Name)
 		if vol == nil {
-			return fmt.Errorf("volume %q not found", m.Name)
+			return "", fmt.Errorf("volume %q not found", m.Name)
 		}
 		dir := filepath.Join(volDir, vol.Name)
 		if !done[vol.Name] {
 			done[vol.Name] = true
 			if err := k.writeVolume(ctx, pod.Namespace, vol, dir); err != nil {
-				return fmt.Errorf("volume %s: %w", vol.Name, err)
+				return "", fmt.Errorf("volume %s: %w", vol.Name, err)
 			}
 		}
 		pm.add(m.MountPath, filepath.Join(dir, m.SubPath))
@@ -253,36 +252,50 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 			switch {
 			case a.Raw != nil:
 				if err := writeFile(pm.host(a.Path), []byte(a.Raw.Data)); err != nil {
-					return err
+					return "", err
 				}
 			case a.Optional:
 			default:
-				return fmt.Errorf("input artifact %q: only raw artifacts are simulated", a.Name)
+				return "", fmt.Errorf("input artifact %q: only raw artifacts are simulated", a.Name)
 			}
-		}
-		if tmpl.Script != nil {
-			if err := writeFile(pm.host(scriptSourcePath), []byte(tmpl.Script.Source)); err != nil {
-				return err
-			}
-			_ = os.Chmod(pm.host(scriptSourcePath), 0o755)
 		}
 		for _, p := range tmpl.Outputs.Parameters {
 			if p.ValueFrom != nil && p.ValueFrom.Path != "" {
 				if err := os.MkdirAll(filepath.Dir(pm.host(p.ValueFrom.Path)), 0o755); err != nil {
-					return err
+					return "", err
 				}
 			}
 		}
+	}
+	// A step writing its terminationMessagePath (named in its args or env)
+	// writes here.
+	termPath := main.TerminationMessagePath
+	if termPath == "" {
+		termPath = corev1.TerminationMessagePathDefault
+	}
+	termFile := pm.host(termPath)
+	if err := os.MkdirAll(filepath.Dir(termFile), 0o755); err != nil {
+		return "", err
 	}
 	// Directory mounts; file mounts (a subPath holding an artifact) exist by now.
 	for _, h := range mountPoints {
 		if _, err := os.Stat(h); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(h, 0o755); err != nil {
-				return err
+				return "", err
 			}
 		}
 	}
-	return nil
+	// Last, once every path is mapped: a script names paths like args do.
+	if tmpl != nil && tmpl.Script != nil {
+		script := pm.host(scriptSourcePath)
+		if err := writeFile(script, []byte(pm.rewrite(tmpl.Script.Source))); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(script, 0o755); err != nil {
+			return "", err
+		}
+	}
+	return termFile, nil
 }
 
 func (k *Kubelet) writeVolume(ctx context.Context, ns string, vol *corev1.Volume, dir string) error {
@@ -349,7 +362,7 @@ func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath) err
 // container's env with paths rewritten, then KUBECONFIG, POD_NAME and
 // POD_NAMESPACE unless the container sets them. It also returns the host
 // path of Argo's offloaded-args file, if any.
-func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pm *pathMap, dir string) ([]string, string, error) {
+func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pm *pathMap, dir, kubeconfig string) ([]string, string, error) {
 	vars := map[string]string{}
 	var order []string
 	set := func(name, value string) {
@@ -387,7 +400,7 @@ func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container,
 		set(e.Name, pm.rewrite(v))
 		own[e.Name] = true
 	}
-	defaults := [][2]string{{"KUBECONFIG", k.opts.Kubeconfig}, {"POD_NAME", pod.Name}, {"POD_NAMESPACE", pod.Namespace}}
+	defaults := [][2]string{{"KUBECONFIG", kubeconfig}, {"POD_NAME", pod.Name}, {"POD_NAMESPACE", pod.Namespace}}
 	for _, d := range defaults {
 		if !own[d[0]] && d[1] != "" {
 			set(d[0], d[1])
@@ -537,7 +550,7 @@ func (k *Kubelet) collectOutputs(pod *corev1.Pod, tmpl *wfv1.Template, pm *pathM
 
 // reportTaskResult creates the pod's WorkflowTaskResult, marked complete, as
 // Argo's executor does from the wait container.
-func (k *Kubelet) reportTaskResult(ctx context.Context, pod *corev1.Pod, outputs *wfv1.Outputs) error {
+func (k *Kubelet) reportTaskResult(ctx context.Context, id *podIdentity, pod *corev1.Pod, outputs *wfv1.Outputs) error {
 	nodeID := pod.Annotations[annotationNodeID]
 	if nodeID == "" {
 		return errors.New("pod has no node-id annotation")
@@ -560,18 +573,19 @@ func (k *Kubelet) reportTaskResult(ctx context.Context, pod *corev1.Pod, outputs
 		},
 		NodeResult: wfv1.NodeResult{Outputs: outputs},
 	}
-	c := k.wf.ArgoprojV1alpha1().WorkflowTaskResults(pod.Namespace)
+	c := id.wf.ArgoprojV1alpha1().WorkflowTaskResults(pod.Namespace)
 	_, err := c.Create(ctx, tr, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := c.Get(ctx, nodeID, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Labels, cur.NodeResult = tr.Labels, tr.NodeResult
-			_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
-			return err
+		// A merge patch, as the executor does: its RBAC is create and patch.
+		patch, err := json.Marshal(&wfv1.WorkflowTaskResult{
+			ObjectMeta: metav1.ObjectMeta{Labels: tr.Labels},
+			NodeResult: tr.NodeResult,
 		})
+		if err != nil {
+			return err
+		}
+		_, err = c.Patch(ctx, nodeID, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
 	}
 	return err
 }

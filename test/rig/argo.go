@@ -26,14 +26,18 @@ import (
 // named in pods must match the controller.
 const ArgoVersion = "v3.7.18"
 
-// installArgoCRDs creates every CRD from <BinDir>/argo-crds (the controller
-// waits for an informer per kind) and waits until they are Established.
+// installArgoCRDs creates every CRD from <BinDir>/argo-crds, or its minimal/
+// subfolder (the controller waits for an informer per kind), and waits until they are Established.
 // Created, not applied: the workflows CRD (~3 MB) exceeds the client-side
 // apply annotation limit.
 func (r *Rig) installArgoCRDs(ctx context.Context) error {
-	files, err := filepath.Glob(filepath.Join(r.BinDir, "argo-crds", "*.yaml"))
+	dir := filepath.Join(r.BinDir, "argo-crds")
+	if r.opts.MinimalArgoCRDs {
+		dir = filepath.Join(dir, "minimal")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s (run hack/build-tools.sh): %v", filepath.Join(r.BinDir, "argo-crds"), err)
+		return fmt.Errorf("no CRDs in %s (run hack/build-tools.sh): %v", dir, err)
 	}
 	c, err := apiextensions.NewForConfig(r.RESTConfig)
 	if err != nil {
@@ -116,7 +120,13 @@ func (r *Rig) startWorkflowController(ctx context.Context) error {
 		return err
 	}
 	p, err := r.spawn("workflow-controller",
-		[]string{"LEADER_ELECTION_DISABLE=true"},
+		[]string{
+			"LEADER_ELECTION_DISABLE=true",
+			// Pod and task-result events requeue a Workflow after this delay
+			// (default 10 s, so a two-step DAG took 20 s); Argo's own e2e
+			// tests use 1s.
+			"DEFAULT_REQUEUE_TIME=1s",
+		},
 		"workflow-controller",
 		"--kubeconfig="+r.Kubeconfig,
 		"--namespace="+ArgoNamespace,

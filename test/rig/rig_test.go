@@ -89,7 +89,9 @@ func TestRig(t *testing.T) {
 	pids := r.PIDs()
 	require.Len(t, pids, 4, "etcd, kube-apiserver, workflow-controller, app-apiserver")
 	dir := r.Dir
+	stopStart := time.Now()
 	require.NoError(t, r.Stop())
+	t.Logf("rig stopped in %s", time.Since(stopStart).Round(time.Millisecond))
 	stopped = true
 	for _, pid := range pids {
 		err := syscall.Kill(pid, 0)
