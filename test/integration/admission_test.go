@@ -31,7 +31,7 @@ func gvr(kind string) schema.GroupVersionResource {
 // kube-apiserver with BPA's CRDs and admission policies, and checks that the apiserver and
 // `bpa lint` (pkg/validation) accept and refuse exactly the same objects, naming the field.
 func TestAdmissionAgreesWithLint(t *testing.T) {
-	r := rig.ForTest(t, rig.Options{})
+	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
