@@ -3,13 +3,21 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/akraino-edge-stack/bpa/pkg/steps/installsoftware"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/publishkubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/resolvenodes"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/verify"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/verifysoftware"
 )
 
 // stepCommands are the `bpa step <name>` entrypoints, one small package each.
 var stepCommands = []func() *cobra.Command{
 	lookup.Command,
+	verify.Command,
+	publishkubeconfig.Command,
+	resolvenodes.Command,
+	installsoftware.Command,
 	verifysoftware.Command,
 }
 

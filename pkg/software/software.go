@@ -1,0 +1,248 @@
+// Package software decides what to do on one host to bring its Debian packages to the state
+// a Software CR wants. It is pure: it turns the wanted items and `dpkg-query -W` output into
+// argv lists, and the install-software step runs them over SSH.
+//
+// The rules:
+//
+//   - A present item (the default) is satisfied when the package is installed and, if a
+//     version is pinned, installed at exactly that version (dpkg's version string, epoch
+//     included).
+//   - An absent item (`state: absent`) is satisfied when the package is not installed
+//     (removed with config files left counts as not installed).
+//   - Removing an item from the CR does nothing on the hosts: BPA does not remember what it
+//     installed, so it cannot tell "no longer wanted" from "never managed". Say
+//     `state: absent` to remove a package.
+//   - A host that satisfies every item gets no command at all, not even `apt-get update`, so
+//     reruns are cheap and change nothing.
+//
+// Names and versions are checked against Debian policy syntax before any argv is built.
+// Admission checks them too; checking again here means a value that bypassed admission (an
+// older policy, a CR edited while the policy was missing) still never reaches a command.
+package software
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+// DpkgQueryFormat is the -f format of the query; ParseDpkgQuery reads its output.
+const DpkgQueryFormat = `${Package}\t${Version}\t${db:Status-Abbrev}\n`
+
+// AbsentWanted is PackageStatus.Wanted for a `state: absent` item. It cannot be mistaken for
+// a version, since Debian versions start with a digit.
+const AbsentWanted = "absent"
+
+var (
+	namePattern    = regexp.MustCompile(bpav1.DebianPackageNamePattern)
+	versionPattern = regexp.MustCompile(bpav1.DebianVersionPattern)
+)
+
+// QueryCommand is the argv that lists the installed packages. It names no packages, so it
+// exits 0 whatever is installed; with names, dpkg-query exits 1 for any it has never heard
+// of, which would be indistinguishable from a real failure.
+func QueryCommand() []string {
+	return []string{"dpkg-query", "-W", "-f=" + DpkgQueryFormat}
+}
+
+// Validate checks every item's name, version and state, and that no package is named twice
+// with different wishes. The error names every offending value.
+func Validate(items []bpav1.SoftwareItem) error {
+	_, err := Normalize(items)
+	return err
+}
+
+// Normalize validates items and returns them sorted by name, one per package. Repeating an
+// item is harmless; a pinned and an unpinned item for one package become the pinned one,
+// since that satisfies both. Different pins, or present and absent, are a conflict.
+func Normalize(items ...[]bpav1.SoftwareItem) ([]bpav1.SoftwareItem, error) {
+	var problems []string
+	byName := map[string]bpav1.SoftwareItem{}
+	for _, list := range items {
+		for _, it := range list {
+			if p := check(it); p != "" {
+				problems = append(problems, p)
+				continue
+			}
+			if it.State == bpav1.PackagePresent {
+				it.State = "" // one spelling of the default, so equal items compare equal
+			}
+			prev, seen := byName[it.Name]
+			switch {
+			case !seen, prev == it:
+				byName[it.Name] = it
+			case prev.State == "" && it.State == "" && (prev.Version == "" || it.Version == ""):
+				if it.Version != "" {
+					byName[it.Name] = it
+				}
+			default:
+				problems = append(problems, fmt.Sprintf("package %s is wanted twice, as %s and as %s", it.Name, describe(prev), describe(it)))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, fmt.Errorf("invalid software items: %s", strings.Join(problems, "; "))
+	}
+	out := make([]bpav1.SoftwareItem, 0, len(byName))
+	for _, it := range byName {
+		out = append(out, it)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// check returns what is wrong with one item, or "".
+func check(it bpav1.SoftwareItem) string {
+	var p []string
+	if len(it.Name) > bpav1.MaxPackageFieldLength || !namePattern.MatchString(it.Name) {
+		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s)", show(it.Name), bpav1.DebianPackageNamePattern))
+	}
+	if it.Version != "" && (len(it.Version) > bpav1.MaxPackageFieldLength || !versionPattern.MatchString(it.Version) || strings.HasSuffix(it.Version, "-")) {
+		p = append(p, fmt.Sprintf("version %s of package %s is not a Debian version ([epoch:]upstream[-revision], starting with a digit)", show(it.Version), show(it.Name)))
+	}
+	switch it.State {
+	case "", bpav1.PackagePresent, bpav1.PackageAbsent:
+	default:
+		p = append(p, fmt.Sprintf("state %s of package %s must be present or absent", show(string(it.State)), show(it.Name)))
+	}
+	return strings.Join(p, "; ")
+}
+
+// show quotes a value for an error message, escaping control characters and bounding its
+// length, so a hostile value can neither forge log lines nor flood them.
+func show(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q...", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func describe(it bpav1.SoftwareItem) string {
+	switch {
+	case it.State == bpav1.PackageAbsent:
+		return "absent"
+	case it.Version != "":
+		return "version " + it.Version
+	default:
+		return "any version"
+	}
+}
+
+// ParseDpkgQuery reads QueryCommand's output into the installed version of each package.
+// Packages dpkg knows but that are not installed (removed with config files left, half
+// installed, ...) are left out: for BPA they are not there.
+func ParseDpkgQuery(out []byte) (map[string]string, error) {
+	installed := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("dpkg-query output line %d: want 3 tab-separated fields, got %d", n, len(f))
+		}
+		// Status-Abbrev is want, status, error flag: "ii " is installed, "rc " removed with
+		// config files, "iU " unpacked but not configured. Only status 'i' is installed.
+		if abbrev := f[2]; len(abbrev) >= 2 && abbrev[1] == 'i' {
+			installed[f[0]] = f[1] // a Multi-Arch: same package lists once per arch, same version
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading dpkg-query output: %w", err)
+	}
+	return installed, nil
+}
+
+// Plan is what one host needs.
+type Plan struct {
+	// Packages is each wanted item, sorted by name, with what is installed now.
+	Packages []bpav1.PackageStatus
+	// Install are apt-get install arguments (name or name=version); Remove are package names.
+	Install []string
+	Remove  []string
+}
+
+// Changed reports whether the host needs any command.
+func (p Plan) Changed() bool { return len(p.Install)+len(p.Remove) > 0 }
+
+// Unsatisfied says, per package not in its wanted state, what is wrong, sorted.
+func (p Plan) Unsatisfied() []string {
+	var out []string
+	for _, s := range p.Packages {
+		switch {
+		case s.Wanted == AbsentWanted && s.Installed != "":
+			out = append(out, fmt.Sprintf("%s: installed (%s), wanted absent", s.Name, s.Installed))
+		case s.Wanted == AbsentWanted:
+		case s.Installed == "":
+			out = append(out, s.Name+": not installed")
+		case s.Wanted != "" && s.Wanted != s.Installed:
+			out = append(out, fmt.Sprintf("%s: installed %s, wanted %s", s.Name, s.Installed, s.Wanted))
+		}
+	}
+	return out
+}
+
+// Commands are the argv lists that carry out the plan, in order; none when nothing is to be
+// done. The environment is set through env(1) in the argv, never as shell text.
+func (p Plan) Commands() [][]string {
+	var cmds [][]string
+	if len(p.Install) > 0 {
+		install := []string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends"}
+		for _, a := range p.Install {
+			if strings.Contains(a, "=") {
+				// A pin is the wanted state whether it is newer or older than what is there;
+				// without this apt-get refuses a downgrade under -y.
+				install = append(install, "--allow-downgrades")
+				break
+			}
+		}
+		cmds = append(cmds, []string{"apt-get", "update"}, append(install, p.Install...))
+	}
+	if len(p.Remove) > 0 {
+		cmds = append(cmds, append([]string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "remove", "-y"}, p.Remove...))
+	}
+	return cmds
+}
+
+// PlanHost compares the wanted items with what is installed (ParseDpkgQuery's result).
+func PlanHost(wanted []bpav1.SoftwareItem, installed map[string]string) (Plan, error) {
+	items, err := Normalize(wanted)
+	if err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Packages: make([]bpav1.PackageStatus, 0, len(items))}
+	for _, it := range items {
+		have, ok := installed[it.Name]
+		st := bpav1.PackageStatus{Name: it.Name, Wanted: it.Version, Installed: have}
+		switch {
+		case it.State == bpav1.PackageAbsent:
+			st.Wanted = AbsentWanted
+			if ok {
+				p.Remove = append(p.Remove, it.Name)
+			}
+		case !ok:
+			p.Install = append(p.Install, installArg(it))
+		case it.Version != "" && it.Version != have:
+			p.Install = append(p.Install, installArg(it))
+		}
+		p.Packages = append(p.Packages, st)
+	}
+	return p, nil
+}
+
+func installArg(it bpav1.SoftwareItem) string {
+	if it.Version == "" {
+		return it.Name
+	}
+	return it.Name + "=" + it.Version
+}

@@ -1,0 +1,181 @@
+// Package installsoftware is `bpa step install-software`: one host of a software run, one
+// Argo node, retried on its own by the template's retryStrategy.
+//
+// The host comes as one object of resolve-nodes' output (--host, see software.Node). The step
+//
+//  1. validates the host and every item (Debian syntax) before anything else, so a hostile
+//     value never reaches a command, not even a quoted one;
+//  2. reads the installed versions over SSH with dpkg-query; if the host already satisfies
+//     every item, it stops there: no apt-get at all;
+//  3. otherwise runs apt-get update, then install (with the pinned versions) and/or remove;
+//  4. reads the versions back and fails if dpkg does not report the wanted state, whatever
+//     apt-get's exit status said.
+//
+// It writes the host's result (bpav1.HostSoftwareStatus: packages with wanted and installed
+// versions, and whether anything changed) to --output, which becomes the node's `result`
+// output parameter. The result is written on failure too, as far as the step got, so the CR
+// status shows what a failed host has.
+package installsoftware
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+)
+
+// Result phases, as Argo names node phases.
+const (
+	PhaseSucceeded = "Succeeded"
+	PhaseFailed    = "Failed"
+)
+
+// Command returns `bpa step install-software`.
+func Command() *cobra.Command {
+	o := options{logf: log.Printf}
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "install-software",
+		Short: "Bring one host's Debian packages to the wanted state over SSH",
+		Flags: func(cmd *cobra.Command) {
+			fs := cmd.Flags()
+			o.flags = fs
+			fs.StringVar(&o.host, "host", "", `the host, as JSON: {"name","ip","roles","packages"} (one item of resolve-nodes' output)`)
+			fs.StringVar(&o.output, "output", "/tmp/bpa/out/result.json", "file to write the host's result (JSON) to")
+			fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole step")
+			o.ssh.AddFlags(fs)
+		},
+		Run: func(ctx context.Context) error { return o.run(ctx) },
+	})
+}
+
+type options struct {
+	host, output string
+	timeout      time.Duration
+	ssh          sshexec.Flags
+	flags        *pflag.FlagSet
+	logf         func(format string, args ...any)
+}
+
+// run installs and always writes the result, then reports the install's error (or a failure
+// to write the result).
+func (o *options) run(ctx context.Context) error {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	res := &bpav1.HostSoftwareStatus{}
+	err := o.install(ctx, res)
+	res.Phase = PhaseSucceeded
+	if err != nil {
+		res.Phase, res.Message = PhaseFailed, err.Error()
+	}
+	data, merr := json.Marshal(res)
+	if merr == nil {
+		merr = stepcmd.WriteOutput(o.output, data)
+	}
+	return errors.Join(err, merr)
+}
+
+func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) error {
+	node, items, err := parseHost(o.host)
+	res.Name, res.IP = node.Name, node.IP
+	if err != nil {
+		return err
+	}
+	who := fmt.Sprintf("%s (%s)", node.Name, node.IP)
+
+	cfg := o.ssh.Config(o.flags, nil)
+	cfg.Logf = o.logf
+	client, err := sshexec.Dial(ctx, node.IP, cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	defer client.Close()
+
+	before, err := plan(ctx, client, items)
+	if err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	res.Packages = before.Packages
+	if !before.Changed() {
+		o.logf("%s: all %d packages already in the wanted state; nothing to do", who, len(items))
+		return nil
+	}
+
+	res.Changed = true
+	o.logf("%s: to install: %v; to remove: %v", who, before.Install, before.Remove)
+	for _, argv := range before.Commands() {
+		start := time.Now()
+		if _, err := client.Output(ctx, argv); err != nil {
+			// Record what the host has now, after a partial install, if it can still be asked:
+			// with a deadline of its own, since the step's may be what just ran out.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if now, qerr := plan(rctx, client, items); qerr == nil {
+				res.Packages = now.Packages
+			}
+			cancel()
+			return fmt.Errorf("%s: %s: %w", who, strings.Join(argv, " "), err)
+		}
+		o.logf("%s: %s (%v)", who, strings.Join(argv, " "), time.Since(start).Round(time.Millisecond))
+	}
+
+	after, err := plan(ctx, client, items)
+	if err != nil {
+		return fmt.Errorf("%s: after installing: %w", who, err)
+	}
+	res.Packages = after.Packages
+	if bad := after.Unsatisfied(); len(bad) > 0 {
+		return fmt.Errorf("%s: apt-get succeeded but dpkg reports: %s", who, strings.Join(bad, "; "))
+	}
+	o.logf("%s: done", who)
+	return nil
+}
+
+// plan reads the installed versions and compares them with the items.
+func plan(ctx context.Context, client *sshexec.Client, items []bpav1.SoftwareItem) (software.Plan, error) {
+	out, err := client.Output(ctx, software.QueryCommand())
+	if err != nil {
+		return software.Plan{}, fmt.Errorf("reading installed packages: %w", err)
+	}
+	installed, err := software.ParseDpkgQuery(out)
+	if err != nil {
+		return software.Plan{}, err
+	}
+	return software.PlanHost(items, installed)
+}
+
+// parseHost decodes and validates --host. It returns what it could decode even on error, so
+// the result names the host.
+func parseHost(s string) (software.Node, []bpav1.SoftwareItem, error) {
+	var n software.Node
+	if strings.TrimSpace(s) == "" {
+		return n, nil, errors.New("--host is required")
+	}
+	if err := json.Unmarshal([]byte(s), &n); err != nil {
+		return software.Node{}, nil, fmt.Errorf("--host is not a host object: %w", err)
+	}
+	if n.Name == "" {
+		return n, nil, errors.New("--host has no name")
+	}
+	if net.ParseIP(n.IP) == nil {
+		return n, nil, fmt.Errorf("host %s: %q is not an IP address", n.Name, n.IP)
+	}
+	items, err := software.Normalize(n.Packages)
+	if err != nil {
+		return n, nil, fmt.Errorf("host %s: %w", n.Name, err)
+	}
+	return n, items, nil
+}

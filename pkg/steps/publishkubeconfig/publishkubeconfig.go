@@ -1,0 +1,189 @@
+// Package publishkubeconfig is `bpa step publish-kubeconfig`, the last step of a
+// provisioning run. It takes the kubeconfig verify staged in `<workflow>-admin-conf` (see
+// pkg/steps/verify for the hand-over) and publishes what the rest of the world reads:
+//
+//   - Secret `<cluster>-kubeconfig`, key `value`, type cluster.x-k8s.io/secret (Cluster API's
+//     convention, so CAPI-aware tools find it), labelled bpa.akraino.org/cluster;
+//   - ConfigMap `<cluster>-configmap` with `MASTER_<node>: <ip>` and `WORKER_<node>: <ip>`
+//     (ICN's contract, read by Software runs and the controller; a node with both roles has
+//     both keys). Its node keys are replaced as a whole, so a node that left the cluster
+//     leaves the ConfigMap; other keys are kept.
+//
+// Both are owned by the Provisioning (controller reference), so they go with it. Then the
+// staging Secret is deleted.
+//
+// Every write is create-or-update, so a retry after a partial failure converges. A retry
+// after the staging Secret was already deleted finds the published Secret annotated with
+// this Workflow's name and only re-asserts the ConfigMap. An existing Secret or ConfigMap
+// controlled by something else is left alone and the step fails, rather than two owners
+// fighting over one cluster's credentials.
+package publishkubeconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/verify"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// Command returns `bpa step publish-kubeconfig`.
+func Command() *cobra.Command {
+	o := options{logf: log.Printf}
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "publish-kubeconfig",
+		Short: "Publish the staged kubeconfig as <cluster>-kubeconfig and the node addresses as <cluster>-configmap",
+		Flags: func(cmd *cobra.Command) {
+			fs := cmd.Flags()
+			fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Provisioning and the Workflow")
+			fs.StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
+			fs.StringVar(&o.hostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "JSON list of the run's hosts ({name, roles, ip, ...})")
+			fs.StringVar(&o.workflowName, "workflow-name", "", "name of the Workflow running this step ({{workflow.name}}); names the staging Secret")
+		},
+		Run: func(ctx context.Context) error {
+			c, err := stepcmd.Client()
+			if err != nil {
+				return err
+			}
+			return o.run(ctx, c)
+		},
+	})
+}
+
+type options struct {
+	namespace, provisioning, hostsFile, workflowName string
+	logf                                             func(format string, args ...any)
+}
+
+func (o *options) run(ctx context.Context, c client.Client) error {
+	if o.provisioning == "" || o.namespace == "" || o.workflowName == "" {
+		return errors.New("--provisioning, --namespace and --workflow-name are required")
+	}
+	p := &bpav1.Provisioning{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
+		return fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
+	}
+	cluster, err := translator.ClusterOf(p)
+	if err != nil {
+		return err
+	}
+	hosts, err := verify.ReadHosts(o.hostsFile)
+	if err != nil {
+		return err
+	}
+	addresses, err := software.AddressData(hosts)
+	if err != nil {
+		return fmt.Errorf("node addresses: %w", err)
+	}
+
+	staging := &corev1.Secret{}
+	stagingKey := client.ObjectKey{Namespace: o.namespace, Name: kubeconfig.StagingSecretName(o.workflowName)}
+	err = c.Get(ctx, stagingKey, staging)
+	switch {
+	case apierrors.IsNotFound(err):
+		if done, derr := o.alreadyPublished(ctx, c, cluster); derr != nil || !done {
+			if derr == nil {
+				derr = fmt.Errorf("staging Secret %s not found: verify must succeed first in this Workflow", stagingKey)
+			}
+			return derr
+		}
+		o.logf("kubeconfig already published by this Workflow (an earlier attempt); checking the ConfigMap")
+		staging = nil
+	case err != nil:
+		return fmt.Errorf("reading staging Secret %s: %w", stagingKey, err)
+	case len(staging.Data[kubeconfig.SecretKey]) == 0:
+		return fmt.Errorf("staging Secret %s has no %q key", stagingKey, kubeconfig.SecretKey)
+	}
+
+	if staging != nil {
+		if err := o.publishSecret(ctx, c, p, cluster, staging.Data[kubeconfig.SecretKey]); err != nil {
+			return err
+		}
+	}
+	if err := o.publishConfigMap(ctx, c, p, cluster, addresses); err != nil {
+		return err
+	}
+	if staging != nil {
+		if err := c.Delete(ctx, staging); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting staging Secret %s: %w", stagingKey, err)
+		}
+	}
+	o.logf("published Secret %s and ConfigMap %s (%d nodes)", kubeconfig.PublishedSecretName(cluster), kubeconfig.AddressConfigMapName(cluster), len(hosts))
+	return nil
+}
+
+// alreadyPublished reports whether this Workflow published the kubeconfig already.
+func (o *options) alreadyPublished(ctx context.Context, c client.Client, cluster string) (bool, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: kubeconfig.PublishedSecretName(cluster)}, s)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading Secret %s: %w", kubeconfig.PublishedSecretName(cluster), err)
+	}
+	return s.Annotations[kubeconfig.WorkflowAnnotation] == o.workflowName, nil
+}
+
+func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.PublishedSecretName(cluster)}}
+	_, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
+		// A Secret's type cannot change; one of another type is not ours to replace.
+		if s.Type != "" && s.Type != kubeconfig.PublishedSecretType {
+			return fmt.Errorf("it exists with type %s, not %s; delete it to let BPA publish", s.Type, kubeconfig.PublishedSecretType)
+		}
+		s.Type = kubeconfig.PublishedSecretType
+		s.Labels = withLabel(s.Labels, bpav1.ClusterNameLabel, cluster)
+		s.Annotations = withLabel(s.Annotations, kubeconfig.WorkflowAnnotation, o.workflowName)
+		s.Data = map[string][]byte{kubeconfig.SecretKey: conf}
+		return controllerutil.SetControllerReference(p, s, c.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("publishing Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+func (o *options) publishConfigMap(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, addresses map[string]string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.AddressConfigMapName(cluster)}}
+	_, err := controllerutil.CreateOrUpdate(ctx, c, cm, func() error {
+		data := map[string]string{}
+		for k, v := range cm.Data {
+			if !software.IsAddressKey(k) {
+				data[k] = v
+			}
+		}
+		for k, v := range addresses {
+			data[k] = v
+		}
+		cm.Data = data
+		cm.Labels = withLabel(cm.Labels, bpav1.ClusterNameLabel, cluster)
+		return controllerutil.SetControllerReference(p, cm, c.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("publishing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+func withLabel(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}

@@ -1,0 +1,180 @@
+// Package resolvenodes is `bpa step resolve-nodes`, the first step of a software run. It
+// lists the cluster's hosts with the packages each should have, as the JSON list Argo fans
+// install-software out over (one object per host, see software.Node):
+//
+//	[{"name":"master-1","ip":"10.0.0.1","roles":["master","worker"],"packages":["curl",{"jq":{"version":"1.6-2"}}]}, ...]
+//
+// The hosts come from the cluster's `<cluster>-configmap` (MASTER_<node>/WORKER_<node>
+// keys, which publish-kubeconfig writes and an ICN user may edit to add a node). Without
+// that ConfigMap, they come from the status of the cluster's Provisioning. The output is
+// sorted and deterministic, so equal inputs give byte-equal outputs.
+//
+// It also writes a short hash of the node set (--output-hash), computed as the controller
+// computes it from the ConfigMap, so the controller can tell which node set a run covered
+// and start a new run when a node joins.
+//
+// Every software item is validated here, before any host is contacted, and again by
+// install-software.
+package resolvenodes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// Command returns `bpa step resolve-nodes`.
+func Command() *cobra.Command {
+	o := options{logf: log.Printf}
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "resolve-nodes",
+		Short: "List a Software CR's cluster nodes with the packages each should have",
+		Flags: func(cmd *cobra.Command) {
+			fs := cmd.Flags()
+			fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Software")
+			fs.StringVar(&o.software, "software", "", "name of the Software")
+			fs.Int64Var(&o.generation, "generation", 0, "generation of the Software the run was started for (a newer one is logged, and its spec used)")
+			fs.StringVar(&o.output, "output", "/tmp/bpa/out/nodes.json", "file to write the JSON list of nodes to")
+			fs.StringVar(&o.outputHash, "output-hash", "", "file to write the node-set hash to")
+		},
+		Run: func(ctx context.Context) error {
+			c, err := stepcmd.Client()
+			if err != nil {
+				return err
+			}
+			return o.run(ctx, c)
+		},
+	})
+}
+
+type options struct {
+	namespace, software, output, outputHash string
+	generation                              int64
+	logf                                    func(format string, args ...any)
+}
+
+func (o *options) run(ctx context.Context, c client.Client) error {
+	nodes, hash, err := o.resolve(ctx, c)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(nodes)
+	if err != nil {
+		return err
+	}
+	if err := stepcmd.WriteOutput(o.output, data); err != nil {
+		return err
+	}
+	if o.outputHash != "" {
+		if err := stepcmd.WriteOutput(o.outputHash, []byte(hash)); err != nil {
+			return err
+		}
+	}
+	o.logf("%d nodes, node set %s", len(nodes), hash)
+	return nil
+}
+
+// resolve returns the nodes and the node-set hash.
+func (o *options) resolve(ctx context.Context, c client.Client) ([]software.Node, string, error) {
+	if o.software == "" || o.namespace == "" {
+		return nil, "", errors.New("--software and --namespace are required")
+	}
+	sw := &bpav1.Software{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.software}, sw); err != nil {
+		return nil, "", fmt.Errorf("reading Software %s/%s: %w", o.namespace, o.software, err)
+	}
+	if o.generation != 0 && sw.Generation != o.generation {
+		o.logf("Software %s is at generation %d, the run was started for %d: using its current spec", sw.Name, sw.Generation, o.generation)
+	}
+	cluster, err := translator.ClusterOf(sw)
+	if err != nil {
+		return nil, "", err
+	}
+	// Fail on a bad item now, with the field named, rather than in every host's task.
+	if _, err := software.Normalize(sw.Spec.MasterSoftware); err != nil {
+		return nil, "", fmt.Errorf("spec.masterSoftware: %w", err)
+	}
+	if _, err := software.Normalize(sw.Spec.WorkerSoftware); err != nil {
+		return nil, "", fmt.Errorf("spec.workerSoftware: %w", err)
+	}
+
+	hosts, addresses, err := clusterHosts(ctx, c, o.namespace, cluster)
+	if err != nil {
+		return nil, "", err
+	}
+	nodes, err := software.Nodes(sw.Spec, hosts)
+	if err != nil {
+		return nil, "", err
+	}
+	return nodes, software.NodesHash(addresses), nil
+}
+
+// clusterHosts reads the cluster's hosts from its ConfigMap, or else from its Provisioning.
+// It also returns their MASTER_/WORKER_ address map, the input of the node-set hash.
+func clusterHosts(ctx context.Context, c client.Client, ns, cluster string) ([]bpav1.HostStatus, map[string]string, error) {
+	name := kubeconfig.AddressConfigMapName(cluster)
+	cm := &corev1.ConfigMap{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)
+	switch {
+	case err == nil:
+		hosts, err := software.HostsFromAddressData(cm.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
+		}
+		if len(hosts) == 0 {
+			return nil, nil, fmt.Errorf("ConfigMap %s/%s has no MASTER_<node> or WORKER_<node> keys", ns, name)
+		}
+		return hosts, cm.Data, nil
+	case !apierrors.IsNotFound(err):
+		return nil, nil, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
+	}
+
+	hosts, err := provisionedHosts(ctx, c, ns, cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	addresses, err := software.AddressData(hosts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("Provisioning hosts of cluster %s: %w", cluster, err)
+	}
+	return hosts, addresses, nil
+}
+
+// provisionedHosts picks the hosts of the cluster's Provisioning: a Succeeded one first,
+// then by name, the first that lists hosts. There is normally one Provisioning per cluster.
+func provisionedHosts(ctx context.Context, c client.Client, ns, cluster string) ([]bpav1.HostStatus, error) {
+	var list bpav1.ProvisioningList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+		return nil, fmt.Errorf("listing Provisionings of cluster %s: %w", cluster, err)
+	}
+	items := list.Items
+	sort.Slice(items, func(i, j int) bool {
+		si, sj := items[i].Status.Phase == bpav1.PhaseSucceeded, items[j].Status.Phase == bpav1.PhaseSucceeded
+		if si != sj {
+			return si
+		}
+		return items[i].Name < items[j].Name
+	})
+	for _, p := range items {
+		if len(p.Status.Hosts) > 0 {
+			return p.Status.Hosts, nil
+		}
+	}
+	return nil, fmt.Errorf("cluster %s has no nodes yet: no ConfigMap %s and no Provisioning of the cluster lists hosts",
+		cluster, kubeconfig.AddressConfigMapName(cluster))
+}

@@ -1,0 +1,381 @@
+// Package verify is `bpa step verify`: it proves the cluster kubespray built works before
+// BPA publishes it, and hands its admin kubeconfig to publish-kubeconfig.
+//
+//  1. Fetch /etc/kubernetes/admin.conf from the first master (by name) over SSH, the host key
+//     checked against the SSH Secret's known_hosts unless the CR opts out.
+//  2. Point its server at that master's IP, keeping scheme and port (pkg/kubeconfig).
+//  3. With it, check that every host of the run is a registered, Ready Node and that every
+//     kube-system pod is Running or Succeeded, polling until --timeout. On timeout the step
+//     fails with the sorted list of what is missing.
+//  4. Stage the kubeconfig for publish-kubeconfig.
+//
+// # Handing the kubeconfig over
+//
+// The kubeconfig is the cluster's root credential, so it only ever travels in Secrets:
+//
+//   - verify writes it to the staging Secret `<workflow-name>-admin-conf` (key `value`) in the
+//     Workflow's namespace, with an ownerReference to the Workflow (name and UID, from Argo's
+//     {{workflow.name}} and {{workflow.uid}}). Keyed by Workflow, two runs never see each
+//     other's file; owned by the Workflow, the Secret is garbage-collected with it whatever
+//     happens to the later steps (and the controller also deletes it by name when it
+//     deletes a Workflow).
+//   - publish-kubeconfig, the next step of the same Workflow, reads the staging Secret,
+//     writes `<cluster>-kubeconfig` owned by the Provisioning, and deletes the staging Secret.
+//
+// The kubeconfig is never printed, never written to a file Argo collects, never put in an
+// output parameter or artifact (those end up in the Workflow's status and the Argo UI), and
+// error messages never quote it. Only its server URL, which is not secret, is logged. The
+// step's service account needs create/update on Secrets in the namespace, which it has for
+// publish-kubeconfig anyway.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// AdminConfPath is where kubeadm writes the admin kubeconfig on a control-plane node.
+const AdminConfPath = "/etc/kubernetes/admin.conf"
+
+// maxReported bounds the list of problems in the failure message, which ends up in the CR's
+// status and in a 4 KiB termination message.
+const maxReported = 20
+
+// Command returns `bpa step verify`.
+func Command() *cobra.Command {
+	o := options{logf: log.Printf, newClusterClient: func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }}
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "verify",
+		Short: "Check the new cluster's nodes and kube-system pods, and stage its kubeconfig for publish-kubeconfig",
+		Flags: func(cmd *cobra.Command) {
+			fs := cmd.Flags()
+			o.flags = fs
+			fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Provisioning and the Workflow")
+			fs.StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
+			fs.StringVar(&o.hostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "JSON list of the run's hosts ({name, roles, mac, ip, bareMetalHost})")
+			fs.StringVar(&o.workflowName, "workflow-name", "", "name of the Workflow running this step ({{workflow.name}}); names the staging Secret")
+			fs.StringVar(&o.workflowUID, "workflow-uid", "", "UID of that Workflow ({{workflow.uid}}); owns the staging Secret")
+			fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the nodes and pods before failing")
+			fs.DurationVar(&o.pollInterval, "poll-interval", 10*time.Second, "time between checks")
+			o.ssh.AddFlags(fs)
+		},
+		Run: func(ctx context.Context) error {
+			c, err := stepcmd.Client()
+			if err != nil {
+				return err
+			}
+			return o.run(ctx, c)
+		},
+	})
+}
+
+type options struct {
+	namespace, provisioning, hostsFile string
+	workflowName, workflowUID          string
+	timeout, pollInterval              time.Duration
+	ssh                                sshexec.Flags
+	flags                              *pflag.FlagSet
+
+	logf             func(format string, args ...any)
+	newClusterClient func(*rest.Config) (kubernetes.Interface, error)
+}
+
+func (o *options) run(ctx context.Context, c client.Client) error {
+	if o.provisioning == "" || o.namespace == "" {
+		return errors.New("--provisioning and --namespace are required")
+	}
+	// Without both, the staging Secret would have no owner and outlive the run.
+	if o.workflowName == "" || o.workflowUID == "" {
+		return errors.New("--workflow-name and --workflow-uid are required: they own the staging Secret the kubeconfig is handed over in")
+	}
+	if errs := validation.IsDNS1123Subdomain(kubeconfig.StagingSecretName(o.workflowName)); len(errs) > 0 {
+		return fmt.Errorf("--workflow-name %q: %s", o.workflowName, errs[0])
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	p := &bpav1.Provisioning{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
+		return fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
+	}
+	cluster, err := translator.ClusterOf(p)
+	if err != nil {
+		return err
+	}
+	hosts, err := ReadHosts(o.hostsFile)
+	if err != nil {
+		return err
+	}
+	master, err := FirstMaster(hosts)
+	if err != nil {
+		return err
+	}
+
+	conf, err := o.fetchAdminConf(ctx, master, p.Spec.SSH)
+	if err != nil {
+		return err
+	}
+	rc, err := kubeconfig.RESTConfig(conf)
+	if err != nil {
+		return err
+	}
+	o.logf("fetched %s from %s; API server %s", AdminConfPath, master.Name, rc.Host)
+	rc.Timeout = 30 * time.Second
+	cs, err := o.newClusterClient(rc)
+	if err != nil {
+		return fmt.Errorf("client for the new cluster at %s: %w", rc.Host, err)
+	}
+	if err := o.waitHealthy(ctx, cs, hosts); err != nil {
+		return err
+	}
+	return o.stage(ctx, c, p, cluster, conf)
+}
+
+// fetchAdminConf reads admin.conf from the master and points it at the master's IP.
+func (o *options) fetchAdminConf(ctx context.Context, master bpav1.HostStatus, crSSH *bpav1.SSHConfig) ([]byte, error) {
+	cfg := o.ssh.Config(o.flags, crSSH)
+	cfg.Logf = o.logf
+	sc, err := sshexec.Dial(ctx, master.IP, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fetching admin.conf from master %s: %w", master.Name, err)
+	}
+	defer sc.Close()
+	raw, err := sc.ReadFile(ctx, AdminConfPath)
+	if err != nil {
+		return nil, fmt.Errorf("fetching admin.conf from master %s: %w", master.Name, err)
+	}
+	conf, err := kubeconfig.RewriteServer(raw, master.IP)
+	if err != nil {
+		return nil, fmt.Errorf("admin.conf from master %s: %w", master.Name, err)
+	}
+	return conf, nil
+}
+
+// waitHealthy polls Check until nothing is missing or ctx ends, then reports the last
+// findings.
+func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatus) error {
+	interval := o.pollInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	for {
+		missing, err := Check(ctx, cs, hosts)
+		if err == nil && len(missing) == 0 {
+			o.logf("all %d nodes Ready and kube-system pods running", len(hosts))
+			return nil
+		}
+		if err != nil {
+			missing = append(missing, err.Error())
+		}
+		o.logf("cluster not ready yet: %s", Summarize(missing))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not healthy after %v: %s", o.timeout, Summarize(missing))
+		case <-time.After(interval):
+		}
+	}
+}
+
+// stage writes the kubeconfig to the staging Secret, owned by the Workflow.
+func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.StagingSecretName(o.workflowName)}}
+	// The Workflow may have been retried under the same name; the Secret is simply rewritten.
+	op, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
+		s.Type = corev1.SecretTypeOpaque
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels[bpav1.ClusterNameLabel] = cluster
+		s.Labels[bpav1.ProvisioningNameLabel] = p.Name
+		s.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "argoproj.io/v1alpha1",
+			Kind:       "Workflow",
+			Name:       o.workflowName,
+			UID:        types.UID(o.workflowUID),
+		}}
+		s.Data = map[string][]byte{kubeconfig.SecretKey: conf}
+		return nil
+	})
+	if err != nil {
+		// The API error names the Secret, never its data.
+		return fmt.Errorf("staging the kubeconfig in Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	o.logf("kubeconfig staged in Secret %s/%s (%s) for publish-kubeconfig", s.Namespace, s.Name, op)
+	return nil
+}
+
+// ReadHosts reads the run's hosts (the JSON list of HostStatus the DAG passes along).
+func ReadHosts(path string) ([]bpav1.HostStatus, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading hosts: %w", err)
+	}
+	var hosts []bpav1.HostStatus
+	if err := json.Unmarshal(data, &hosts); err != nil {
+		return nil, fmt.Errorf("hosts file %s is not a JSON list of hosts: %w", path, err)
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("hosts file %s lists no hosts", path)
+	}
+	return hosts, nil
+}
+
+// FirstMaster is the master with the smallest name: a fixed choice, so every run asks the
+// same node.
+func FirstMaster(hosts []bpav1.HostStatus) (bpav1.HostStatus, error) {
+	var masters []bpav1.HostStatus
+	for _, h := range hosts {
+		for _, r := range h.Roles {
+			if r == software.RoleMaster {
+				masters = append(masters, h)
+				break
+			}
+		}
+	}
+	if len(masters) == 0 {
+		return bpav1.HostStatus{}, errors.New("no host has the master role")
+	}
+	sort.Slice(masters, func(i, j int) bool { return masters[i].Name < masters[j].Name })
+	if masters[0].IP == "" {
+		return bpav1.HostStatus{}, fmt.Errorf("master %s has no IP address", masters[0].Name)
+	}
+	return masters[0], nil
+}
+
+// Check lists what keeps the cluster from being healthy, sorted: hosts with no Node, Nodes
+// not Ready, kube-system pods neither Running nor Succeeded. An empty list means healthy. An
+// error means the API server could not be asked.
+//
+// A host's Node is the one of the same name (kubespray names nodes after the inventory),
+// or failing that the one whose InternalIP is the host's IP, in case the node registered
+// under its own hostname.
+func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatus) ([]string, error) {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	byName := map[string]*corev1.Node{}
+	byIP := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		byName[n.Name] = n
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				byIP[a.Address] = n
+			}
+		}
+	}
+	var missing []string
+	for _, h := range hosts {
+		n := byName[h.Name]
+		if n == nil && h.IP != "" {
+			n = byIP[h.IP]
+		}
+		if n == nil {
+			who := h.Name
+			if h.IP != "" {
+				who += " (" + h.IP + ")"
+			}
+			missing = append(missing, "node "+who+": not registered")
+			continue
+		}
+		if why := notReady(n); why != "" {
+			missing = append(missing, fmt.Sprintf("node %s: %s", n.Name, why))
+		}
+	}
+
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing kube-system pods: %w", err)
+	}
+	running, waiting := 0, 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue // on its way out; its replacement is what counts
+		}
+		switch p.Status.Phase {
+		case corev1.PodRunning, corev1.PodSucceeded:
+			running++
+		default:
+			waiting++
+			missing = append(missing, fmt.Sprintf("pod kube-system/%s: %s", p.Name, podState(&p)))
+		}
+	}
+	// A control plane always runs pods in kube-system; none at all means it is not up yet.
+	if running == 0 && waiting == 0 {
+		missing = append(missing, "kube-system: no pods running yet")
+	}
+	sort.Strings(missing)
+	return missing, nil
+}
+
+func notReady(n *corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return ""
+		}
+		return "not Ready" + detail(c.Reason, c.Message)
+	}
+	return "not Ready (no Ready condition yet)"
+}
+
+func podState(p *corev1.Pod) string {
+	state := string(p.Status.Phase)
+	if state == "" {
+		state = "Unknown"
+	}
+	// The waiting reason (ImagePullBackOff, CrashLoopBackOff, ...) is what an operator needs.
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return state + detail(w.Reason, "")
+		}
+	}
+	return state + detail(p.Status.Reason, "")
+}
+
+func detail(reason, message string) string {
+	s := strings.TrimSpace(strings.Join(strings.Fields(reason+" "+message), " "))
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// Summarize joins problems into one line, at most maxReported of them.
+func Summarize(problems []string) string {
+	if len(problems) <= maxReported {
+		return strings.Join(problems, "; ")
+	}
+	return fmt.Sprintf("%s; ... and %d more", strings.Join(problems[:maxReported], "; "), len(problems)-maxReported)
+}

@@ -1,0 +1,359 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/test/simhost"
+)
+
+func node(name, ip string, ready corev1.ConditionStatus, reason string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: reason}},
+		},
+	}
+}
+
+func pod(name string, phase corev1.PodPhase, waiting string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, Status: corev1.PodStatus{Phase: phase}}
+	if waiting != "" {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}}}}
+	}
+	return p
+}
+
+var hosts = []bpav1.HostStatus{
+	{Name: "master-1", IP: "10.0.0.1", Roles: []string{"master"}},
+	{Name: "worker-1", IP: "10.0.0.2", Roles: []string{"worker"}},
+	{Name: "worker-2", IP: "10.0.0.3", Roles: []string{"worker"}},
+}
+
+func healthy() []runtime.Object {
+	return []runtime.Object{
+		node("master-1", "10.0.0.1", corev1.ConditionTrue, ""),
+		node("worker-1", "10.0.0.2", corev1.ConditionTrue, ""),
+		node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
+		pod("kube-apiserver-master-1", corev1.PodRunning, ""),
+		pod("coredns-1", corev1.PodRunning, ""),
+		pod("kube-proxy-xyz", corev1.PodRunning, ""),
+		pod("job-done", corev1.PodSucceeded, ""),
+	}
+}
+
+func TestCheck(t *testing.T) {
+	terminating := pod("coredns-old", corev1.PodPending, "")
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	terminating.Finalizers = []string{"x"}
+	for _, tc := range []struct {
+		name    string
+		objects []runtime.Object
+		want    []string
+	}{
+		{"healthy", healthy(), nil},
+		{"terminating pods do not count", append(healthy(), terminating), nil},
+		{"node found by InternalIP when named after its hostname", []runtime.Object{
+			node("master-1", "10.0.0.1", corev1.ConditionTrue, ""),
+			node("node-a.example", "10.0.0.2", corev1.ConditionTrue, ""),
+			node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
+			pod("coredns-1", corev1.PodRunning, ""),
+		}, nil},
+		{"missing, not ready and failing", []runtime.Object{
+			node("master-1", "10.0.0.1", corev1.ConditionTrue, ""),
+			node("worker-2", "10.0.0.3", corev1.ConditionFalse, "KubeletNotReady"),
+			pod("coredns-1", corev1.PodPending, "ImagePullBackOff"),
+			pod("kube-proxy-xyz", corev1.PodRunning, ""),
+			pod("calico-node-1", corev1.PodFailed, ""),
+		}, []string{
+			"node worker-1 (10.0.0.2): not registered",
+			"node worker-2: not Ready (KubeletNotReady)",
+			"pod kube-system/calico-node-1: Failed",
+			"pod kube-system/coredns-1: Pending (ImagePullBackOff)",
+		}},
+		{"node without a Ready condition", []runtime.Object{
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1"}},
+			node("worker-1", "10.0.0.2", corev1.ConditionTrue, ""),
+			node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
+			pod("coredns-1", corev1.PodRunning, ""),
+		}, []string{"node master-1: not Ready (no Ready condition yet)"}},
+		{"empty cluster", nil, []string{
+			"kube-system: no pods running yet",
+			"node master-1 (10.0.0.1): not registered",
+			"node worker-1 (10.0.0.2): not registered",
+			"node worker-2 (10.0.0.3): not registered",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Check(context.Background(), fake.NewClientset(tc.objects...), hosts)
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %q, %v\nwant %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckAPIError(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("starting")
+	})
+	if _, err := Check(context.Background(), cs, hosts); err == nil || !strings.Contains(err.Error(), "listing nodes") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestSummarizeIsBounded(t *testing.T) {
+	var many []string
+	for i := 0; i < 50; i++ {
+		many = append(many, fmt.Sprintf("node n-%02d: not registered", i))
+	}
+	s := Summarize(many)
+	if !strings.HasSuffix(s, "; ... and 30 more") || strings.Count(s, "not registered") != maxReported {
+		t.Errorf("got %s", s)
+	}
+}
+
+func TestFirstMaster(t *testing.T) {
+	m, err := FirstMaster([]bpav1.HostStatus{
+		{Name: "worker-0", IP: "10.0.0.9", Roles: []string{"worker"}},
+		{Name: "master-b", IP: "10.0.0.2", Roles: []string{"master"}},
+		{Name: "master-a", IP: "10.0.0.1", Roles: []string{"worker", "master"}},
+	})
+	if err != nil || m.Name != "master-a" {
+		t.Errorf("got %v, %v", m, err)
+	}
+	if _, err := FirstMaster([]bpav1.HostStatus{{Name: "w", Roles: []string{"worker"}}}); err == nil {
+		t.Error("no master must be an error")
+	}
+	if _, err := FirstMaster([]bpav1.HostStatus{{Name: "m", Roles: []string{"master"}}}); err == nil {
+		t.Error("a master without IP must be an error")
+	}
+}
+
+// env is a verify run against simulated hosts: two masters and a worker behind real sshd,
+// the management cluster faked with controller-runtime, the new cluster with client-go.
+type env struct {
+	o       *options
+	c       client.Client
+	sim     *simhost.Cluster
+	masters []*simhost.Host
+	cs      *fake.Clientset
+
+	mu      sync.Mutex
+	logs    []string
+	apiHost string
+}
+
+func newEnv(t *testing.T, objects ...runtime.Object) *env {
+	t.Helper()
+	e := &env{sim: simhost.NewCluster(t), cs: fake.NewClientset(objects...)}
+	m1 := e.sim.Start("master-1", "127.0.1.40")
+	m2 := e.sim.Start("master-2", "127.0.1.41")
+	e.masters = []*simhost.Host{m1, m2}
+	m1.WriteAdminConf(simhost.FakeAdminConf("https://127.0.0.1:6443"))
+	m2.WriteAdminConf(simhost.FakeAdminConf("https://127.0.0.1:7443")) // a different file: must not be the one fetched
+
+	hostsFile := filepath.Join(t.TempDir(), "hosts.json")
+	runHosts := []bpav1.HostStatus{
+		{Name: "master-2", IP: m2.IP, Roles: []string{"master"}},
+		{Name: "worker-1", IP: "127.0.1.42", Roles: []string{"worker"}},
+		{Name: "master-1", IP: m1.IP, Roles: []string{"master", "worker"}},
+	}
+	data, _ := json.Marshal(runHosts)
+	if err := os.WriteFile(hostsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov", UID: "prov-uid", Labels: map[string]string{"cluster": "c1"}}}
+	p.Spec.SSH = &bpav1.SSHConfig{Port: int32(m1.Port)} // the sim hosts' port comes from the CR
+	e.c = crfake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p).Build()
+
+	fs := pflag.NewFlagSet("verify", pflag.ContinueOnError)
+	e.o = &options{
+		namespace: "bpa", provisioning: "prov", hostsFile: hostsFile,
+		workflowName: "prov-provision-1", workflowUID: "wf-uid",
+		timeout: 5 * time.Second, pollInterval: 50 * time.Millisecond,
+		flags: fs,
+		logf: func(format string, args ...any) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.logs = append(e.logs, fmt.Sprintf(format, args...))
+		},
+		newClusterClient: func(rc *rest.Config) (kubernetes.Interface, error) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.apiHost = rc.Host
+			return e.cs, nil
+		},
+	}
+	e.o.ssh.AddFlags(fs)
+	if err := fs.Parse([]string{"--ssh-key=" + e.sim.ClientKeyPath(), "--known-hosts=" + e.sim.KnownHostsPath()}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) staged(t *testing.T) (*corev1.Secret, bool) {
+	t.Helper()
+	s := &corev1.Secret{}
+	err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "bpa", Name: "prov-provision-1-admin-conf"}, s)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, true
+}
+
+func (e *env) assertNoSecretsLogged(t *testing.T) {
+	t.Helper()
+	all := strings.Join(e.logs, "\n")
+	if strings.Contains(all, "client-key-data") || strings.Contains(all, "certificate-authority-data") {
+		t.Errorf("the kubeconfig leaked into the logs:\n%s", all)
+	}
+}
+
+var healthyNodes = []runtime.Object{
+	node("master-1", "127.0.1.40", corev1.ConditionTrue, ""),
+	node("master-2", "127.0.1.41", corev1.ConditionTrue, ""),
+	node("worker-1", "127.0.1.42", corev1.ConditionTrue, ""),
+	pod("kube-apiserver-master-1", corev1.PodRunning, ""),
+}
+
+func TestRunStagesKubeconfig(t *testing.T) {
+	e := newEnv(t, healthyNodes...)
+	start := time.Now()
+	if err := e.o.run(context.Background(), e.c); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("verify against sshd + fake API took %v", time.Since(start))
+	if e.apiHost != "https://127.0.1.40:6443" {
+		t.Errorf("the new cluster was asked at %s, want master-1's IP with admin.conf's port", e.apiHost)
+	}
+	s, ok := e.staged(t)
+	if !ok {
+		t.Fatal("no staging Secret")
+	}
+	wantOwner := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: "prov-provision-1", UID: "wf-uid"}}
+	if !reflect.DeepEqual(s.OwnerReferences, wantOwner) {
+		t.Errorf("owner references %+v", s.OwnerReferences)
+	}
+	if s.Labels[bpav1.ClusterNameLabel] != "c1" || s.Labels[bpav1.ProvisioningNameLabel] != "prov" {
+		t.Errorf("labels %v", s.Labels)
+	}
+	cfg, err := clientcmd.Load(s.Data["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Clusters["cluster.local"].Server; got != "https://127.0.1.40:6443" {
+		t.Errorf("staged server %s", got)
+	}
+	if len(cfg.AuthInfos["kubernetes-admin"].ClientKeyData) == 0 {
+		t.Error("staged kubeconfig lost its credentials")
+	}
+	// Only the first master was asked, with cat, verbatim.
+	if calls := e.masters[1].Calls(); len(calls) != 0 {
+		t.Errorf("master-2 was contacted: %v", calls)
+	}
+	e.assertNoSecretsLogged(t)
+
+	// A retry of the step (same Workflow) rewrites the Secret instead of failing.
+	if err := e.o.run(context.Background(), e.c); err != nil {
+		t.Fatalf("rerun: %v", err)
+	}
+}
+
+func TestRunWaitsForNodes(t *testing.T) {
+	e := newEnv(t,
+		node("master-1", "127.0.1.40", corev1.ConditionTrue, ""),
+		node("master-2", "127.0.1.41", corev1.ConditionTrue, ""),
+		node("worker-1", "127.0.1.42", corev1.ConditionFalse, "KubeletNotReady"),
+		pod("kube-apiserver-master-1", corev1.PodRunning, ""))
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		n := node("worker-1", "127.0.1.42", corev1.ConditionTrue, "")
+		_, _ = e.cs.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	}()
+	if err := e.o.run(context.Background(), e.c); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.staged(t); !ok {
+		t.Error("no staging Secret")
+	}
+}
+
+func TestRunFailsWithWhatIsMissing(t *testing.T) {
+	e := newEnv(t, node("master-1", "127.0.1.40", corev1.ConditionTrue, ""), pod("coredns-1", corev1.PodPending, "ImagePullBackOff"))
+	e.o.timeout = 400 * time.Millisecond
+	start := time.Now()
+	err := e.o.run(context.Background(), e.c)
+	want := "cluster not healthy after 400ms: node master-2 (127.0.1.41): not registered; node worker-1 (127.0.1.42): not registered; pod kube-system/coredns-1: Pending (ImagePullBackOff)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %v with a 400ms timeout", took)
+	}
+	if _, ok := e.staged(t); ok {
+		t.Error("an unhealthy cluster's kubeconfig was staged")
+	}
+	e.assertNoSecretsLogged(t)
+}
+
+func TestRunRefusesWrongHostKey(t *testing.T) {
+	e := newEnv(t, healthyNodes...)
+	other := simhost.NewCluster(t).Start("impostor", "127.0.1.43")
+	if err := e.o.flags.Set("known-hosts", other.KnownHostsPath()); err != nil {
+		t.Fatal(err)
+	}
+	err := e.o.run(context.Background(), e.c)
+	if err == nil || !strings.Contains(err.Error(), "not in known_hosts") || !strings.Contains(err.Error(), "master-1") {
+		t.Errorf("got %v", err)
+	}
+	if _, ok := e.staged(t); ok {
+		t.Error("staged a kubeconfig fetched without a verified host key")
+	}
+}
+
+func TestRunNeedsWorkflowOwner(t *testing.T) {
+	o := &options{namespace: "bpa", provisioning: "p", workflowName: "wf"}
+	if err := o.run(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "--workflow-uid") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestCommandFlags makes sure the flags the WorkflowTemplate passes parse.
+func TestCommandFlags(t *testing.T) {
+	cmd := Command()
+	err := cmd.ParseFlags([]string{"--namespace=bpa", "--provisioning=p", "--hosts-file=/tmp/bpa/in/hosts.json",
+		"--ssh-key=/etc/bpa/ssh/ssh-privatekey", "--known-hosts=/etc/bpa/ssh/known_hosts", "--ssh-user=root", "--ssh-port=22",
+		"--insecure-ignore-host-key=false", "--workflow-name=wf", "--workflow-uid=123", "--timeout=10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,164 @@
+package simhost
+
+import (
+	"net"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestHostsAreIsolated starts two hosts and checks that each sees its own admin.conf and
+// package state, that the stand-ins record calls, and that the real /etc/kubernetes is
+// untouched.
+func TestHostsAreIsolated(t *testing.T) {
+	c := NewCluster(t)
+	start := time.Now()
+	a := c.Start("master-1", "127.0.1.11")
+	b := c.Start("worker-1", "127.0.1.12")
+	t.Logf("started 2 hosts in %v", time.Since(start))
+	a.WriteAdminConf([]byte("A\n"))
+	b.WriteAdminConf([]byte("B\n"))
+	a.SetPackages(map[string]string{"jq": "1.6-2"})
+
+	for _, tc := range []struct {
+		h    *Host
+		cmd  string
+		want string
+	}{
+		{a, "cat /etc/kubernetes/admin.conf", "A\n"},
+		{b, "cat /etc/kubernetes/admin.conf", "B\n"},
+		{a, "dpkg-query -W", "jq\t1.6-2\tii \n"},
+		{b, "dpkg-query -W", ""},
+		{a, "sudo -n -- apt-get install -y curl=7.88 && dpkg-query -W", "Setting up curl (7.88) ...\ncurl\t7.88\tii \njq\t1.6-2\tii \n"},
+	} {
+		out, err := tc.h.exec(tc.cmd)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", tc.h.Name, tc.cmd, err)
+		}
+		if string(out) != tc.want {
+			t.Errorf("%s: %s = %q, want %q", tc.h.Name, tc.cmd, out, tc.want)
+		}
+	}
+	if _, err := os.Stat("/etc/kubernetes/admin.conf"); err == nil {
+		data, _ := os.ReadFile("/etc/kubernetes/admin.conf")
+		if string(data) == "A\n" || string(data) == "B\n" {
+			t.Error("a simulated host's admin.conf leaked onto the real /etc/kubernetes")
+		}
+	}
+	want := []Call{
+		{Tool: "dpkg-query", Args: []string{"-W"}},
+		{Tool: "sudo", Args: []string{"-n", "--", "apt-get", "install", "-y", "curl=7.88"}},
+		{Tool: "apt-get", Args: []string{"install", "-y", "curl=7.88"}},
+		{Tool: "dpkg-query", Args: []string{"-W"}},
+	}
+	if got := a.Calls(); !reflect.DeepEqual(got, want) {
+		t.Errorf("calls on %s:\n got %v\nwant %v", a.Name, got, want)
+	}
+	if got := a.Packages(); !reflect.DeepEqual(got, map[string]string{"jq": "1.6-2", "curl": "7.88"}) {
+		t.Errorf("packages on %s = %v", a.Name, got)
+	}
+	if kh, _ := os.ReadFile(c.KnownHostsPath()); strings.Count(string(kh), "\n") != 2 {
+		t.Errorf("known_hosts should have a line per host:\n%s", kh)
+	}
+}
+
+// TestCallLogKeepsHostileArguments shows the log records arguments byte for byte.
+func TestCallLogKeepsHostileArguments(t *testing.T) {
+	h := Start(t, "h", "127.0.1.13")
+	if _, err := h.exec(`DEBIAN_FRONTEND=noninteractive apt-get update 'a	b' 'x
+y' "'" ''`); err != nil {
+		t.Fatal(err)
+	}
+	want := []Call{{Tool: "apt-get", DebianFrontend: "noninteractive", Args: []string{"update", "a\tb", "x\ny", "'", ""}}}
+	if got := h.Calls(); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestAptGetStandIn covers the stand-in's repository, hold, remove and failure knobs.
+func TestAptGetStandIn(t *testing.T) {
+	h := Start(t, "h", "127.0.1.14")
+	h.SetAvailable(map[string]string{"htop": "3.2.2-2"})
+	h.SetPackages(map[string]string{"tmux": "3.3a-3", "vim": "2:9.0"})
+	h.Hold("vim")
+	if _, err := h.exec("apt-get install -y htop vim=2:9.1 && apt-get remove -y tmux"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Packages(), map[string]string{"htop": "3.2.2-2", "vim": "2:9.0"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("packages = %v, want %v", got, want)
+	}
+	out, _ := h.exec("dpkg-query -W")
+	if !strings.Contains(string(out), "tmux\t3.3a-3\trc \n") {
+		t.Errorf("a removed package should show as rc:\n%s", out)
+	}
+	if _, err := h.exec("apt-get install -y nosuchpkg"); err == nil || !strings.Contains(err.Error(), "Unable to locate package nosuchpkg") {
+		t.Errorf("installing an unknown package: %v", err)
+	}
+	h.Fail("apt-get", "E: Could not get lock /var/lib/dpkg/lock-frontend")
+	if _, err := h.exec("apt-get update"); err == nil || !strings.Contains(err.Error(), "Could not get lock") {
+		t.Errorf("injected failure: %v", err)
+	}
+}
+
+// TestStopLeavesNothing checks that Stop kills sshd and its session processes, including a
+// session that is still running, and frees the port.
+func TestStopLeavesNothing(t *testing.T) {
+	h := Start(t, "h", "127.0.1.15")
+	// A session that would outlive the listener if only its process group were signalled.
+	go func() { _, _ = h.exec("sleep 300") }()
+	var pids []int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if pids = h.Processes(); len(pids) >= 3 { // listener, session sshd(s), shell/sleep
+			break
+		}
+	}
+	if len(pids) < 3 {
+		t.Fatalf("expected the running session under sshd, got pids %v", pids)
+	}
+	start := time.Now()
+	h.Stop()
+	t.Logf("Stop took %v for %d processes", time.Since(start), len(pids))
+	if h.Alive() {
+		t.Error("sshd still running after Stop")
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			if _, _, state, ok := readStat(pid); ok && state != "Z" {
+				t.Errorf("process %d survived Stop", pid)
+			}
+		}
+	}
+	if c, err := net.DialTimeout("tcp", h.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Error("the port still accepts connections after Stop")
+	}
+	h.Stop() // idempotent
+}
+
+// TestStopKillsOrphans: a process a session left behind, whose connection is long closed,
+// is killed by Stop too (it lives in the host's PID namespace).
+func TestStopKillsOrphans(t *testing.T) {
+	h := Start(t, "h", "127.0.1.16")
+	if _, err := h.exec("setsid sleep 301 </dev/null >/dev/null 2>&1 &"); err != nil {
+		t.Fatal(err)
+	}
+	var orphan int
+	for deadline := time.Now().Add(5 * time.Second); orphan == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, pid := range h.Processes() {
+			if cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); strings.HasPrefix(string(cmdline), "sleep\x00301") {
+				orphan = pid
+			}
+		}
+	}
+	if orphan == 0 {
+		t.Fatal("the orphaned sleep is not among the host's processes")
+	}
+	h.Stop()
+	if _, _, state, ok := readStat(orphan); ok && state != "Z" {
+		t.Errorf("orphan %d survived Stop", orphan)
+	}
+}

@@ -1,0 +1,150 @@
+package simhost
+
+// The stand-in commands a simulated host puts first in the SSH session's PATH. They are
+// POSIX sh (plus awk and od, which every Debian has), so the harness needs no build step.
+//
+// Every invocation is appended to calls.log as one line: the tool, then DEBIAN_FRONTEND, then
+// each argument, tab-separated and hex-encoded so that arguments holding tabs, newlines or
+// quotes (the injection tests send such things) are recorded exactly.
+//
+// State lives in the host's directory:
+//
+//	packages   name<TAB>version<TAB>status, status "ii" (installed) or "rc" (removed,
+//	           config files left, as apt-get remove leaves them)
+//	available  name<TAB>version: the repository's candidate for an unpinned install
+//	held       one name per line: apt-get "succeeds" but leaves these alone
+//	fail.TOOL  if present, TOOL prints its content to stderr and exits non-zero
+
+// stubLib is sourced by every stub; @DIR@ is replaced by the host directory, single-quoted.
+const stubLib = `D=@DIR@
+
+hex() { printf '%s' "$1" | od -An -v -tx1 | tr -d ' \n'; }
+
+record() {
+	line="$1	$(hex "${DEBIAN_FRONTEND-}")"
+	shift
+	for a in "$@"; do line="$line	$(hex "$a")"; done
+	printf '%s\n' "$line" >>"$D/calls.log"
+}
+
+fail_if_asked() { # tool exit-code
+	if [ -f "$D/fail.$1" ]; then
+		cat "$D/fail.$1" >&2
+		exit "$2"
+	fi
+}
+
+status_of() { awk -F'\t' -v n="$1" '$1 == n { s = $3 } END { print s }' "$D/packages"; }
+
+set_pkg() { # name version status
+	awk -F'\t' -v n="$1" -v v="$2" -v s="$3" 'BEGIN { OFS = "\t" } $1 != n { print } END { print n, v, s }' \
+		"$D/packages" >"$D/packages.tmp" && mv "$D/packages.tmp" "$D/packages"
+}
+`
+
+// stubDpkgQuery knows only the query BPA makes (-W with the Package/Version/Status-Abbrev
+// format) and answers it for every package the host knows, sorted, as `dpkg-query -W`
+// without names does.
+const stubDpkgQuery = `#!/bin/sh
+set -eu
+. @LIB@
+record dpkg-query "$@"
+fail_if_asked dpkg-query 2
+awk -F'\t' 'NF >= 3 { printf "%s\t%s\t%s \n", $1, $2, $3 }' "$D/packages" | LC_ALL=C sort
+`
+
+// stubAptGet handles update, install (name or name=version) and remove like apt-get does
+// for the purpose of the tests: it checks every package before changing any, and fails with
+// apt's own messages.
+const stubAptGet = `#!/bin/sh
+set -eu
+. @LIB@
+record apt-get "$@"
+fail_if_asked apt-get 100
+if [ "$(id -u)" != 0 ]; then
+	echo "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)" >&2
+	exit 100
+fi
+op=
+for a in "$@"; do
+	case "$a" in
+	-*) ;;
+	*) op=$a; break ;;
+	esac
+done
+case "$op" in
+update)
+	echo "Reading package lists... Done"
+	exit 0
+	;;
+install | remove) ;;
+*)
+	echo "E: Invalid operation $op" >&2
+	exit 100
+	;;
+esac
+seen=
+for a in "$@"; do
+	case "$a" in
+	-*) continue ;;
+	esac
+	if [ -z "$seen" ]; then seen=1; continue; fi # the operation itself
+	name=${a%%=*}
+	if [ "$op" = install ]; then
+		case "$a" in
+		*=*) ver=${a#*=} ;;
+		*) ver=$(awk -F'\t' -v n="$name" '$1 == n { print $2; exit }' "$D/available") ;;
+		esac
+		if [ -z "$ver" ] && [ "$(status_of "$name")" != ii ]; then
+			echo "E: Unable to locate package $name" >&2
+			exit 100
+		fi
+	fi
+done
+seen=
+for a in "$@"; do
+	case "$a" in
+	-*) continue ;;
+	esac
+	if [ -z "$seen" ]; then seen=1; continue; fi
+	name=${a%%=*}
+	if grep -qxF "$name" "$D/held"; then
+		echo "$name is held, leaving it alone"
+		continue
+	fi
+	old=$(awk -F'\t' -v n="$name" '$1 == n { v = $2 } END { print v }' "$D/packages")
+	if [ "$op" = remove ]; then
+		if [ "$(status_of "$name")" = ii ]; then
+			set_pkg "$name" "$old" rc
+			echo "Removing $name ($old) ..."
+		else
+			echo "Package '$name' is not installed, so not removed"
+		fi
+		continue
+	fi
+	case "$a" in
+	*=*) ver=${a#*=} ;;
+	*) ver=$(awk -F'\t' -v n="$name" '$1 == n { print $2; exit }' "$D/available") ;;
+	esac
+	[ -n "$ver" ] || ver=$old
+	set_pkg "$name" "$ver" ii
+	echo "Setting up $name ($ver) ..."
+done
+`
+
+// stubSudo accepts the options BPA uses (-n, --) and runs the command; the host's user is
+// always allowed, as with NOPASSWD.
+const stubSudo = `#!/bin/sh
+set -eu
+. @LIB@
+record sudo "$@"
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-n) shift ;;
+	--) shift; break ;;
+	-*) echo "sudo (simhost): unsupported option $1" >&2; exit 1 ;;
+	*) break ;;
+	esac
+done
+exec "$@"
+`
