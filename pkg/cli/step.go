@@ -3,10 +3,14 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/installsoftware"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/publishkubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/renderinventory"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/resolveleases"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolvenodes"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/verify"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/verifysoftware"
 )
@@ -14,6 +18,10 @@ import (
 // stepCommands are the `bpa step <name>` entrypoints, one small package each.
 var stepCommands = []func() *cobra.Command{
 	lookup.Command,
+	discoverhosts.Command,
+	resolveleases.Command,
+	renderinventory.Command,
+	runkubespray.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,

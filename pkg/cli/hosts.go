@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/leases"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
+)
+
+func init() {
+	register(func() *cobra.Command {
+		var hf hostsFlags
+		cmd := &cobra.Command{
+			Use:   "hosts -f CR.yaml --bmh HOSTS.yaml [--leases FILE [--format isc|dnsmasq]] [--now RFC3339]",
+			Short: "Print the hosts BPA would choose for a Provisioning, with their IPs, as JSON",
+			Long: "hosts matches the nodes of the Provisioning in CR.yaml to the BareMetalHosts in HOSTS.yaml\n" +
+				"(a BareMetalHostList, a List, or multi-document YAML) exactly as discover-hosts does, then\n" +
+				"resolves their IPs as resolve-leases does: from the leases file if given, else from the\n" +
+				"hosts' NICs. It prints {\"name\",\"roles\",\"mac\",\"bareMetalHost\",\"ip\"} per node, sorted by\n" +
+				"name, and exits 1 when no valid assignment exists or a MAC has no current lease.",
+			Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				_, hosts, err := hf.resolve(cmd)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), hosts)
+			},
+		}
+		hf.register(cmd)
+		return cmd
+	})
+}
+
+// hostsFlags are the inputs `bpa hosts` and `bpa inventory` share.
+type hostsFlags struct {
+	crFile, bmhFile, leasesFile string
+	lf                          leaseFlags
+}
+
+func (h *hostsFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&h.crFile, "file", "f", "", "YAML file with the Provisioning")
+	cmd.Flags().StringVar(&h.bmhFile, "bmh", "", "YAML or JSON file with the BareMetalHosts")
+	cmd.Flags().StringVar(&h.leasesFile, "leases", "", "DHCP leases file to take the IPs from (default: the hosts' NIC IPs)")
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagRequired("bmh")
+	h.lf.register(cmd, "isc")
+}
+
+// resolve reads the inputs, matches and resolves. Every failure is an *ExitError with
+// exit code 1 and a message that names the file, node, host or MAC at fault.
+func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
+	fail := func(err error) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
+		return nil, nil, &ExitError{Code: 1, Err: err}
+	}
+	if h.leasesFile == "" && cmd.Flags().Changed("format") {
+		return fail(fmt.Errorf("--format applies to a --leases file"))
+	}
+	format, now, err := h.lf.parse()
+	if err != nil {
+		return fail(err)
+	}
+	p, err := readProvisioning(cmd.Context(), cmd, h.crFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster, err := translator.ClusterOf(p)
+	if err != nil {
+		return fail(fmt.Errorf("%s: Provisioning %s: %w", h.crFile, p.Name, err))
+	}
+	bmhs, err := hostmatch.ReadBareMetalHostsFile(h.bmhFile)
+	if err != nil {
+		return fail(err)
+	}
+	hosts, err := hostmatch.Match(&p.Spec, cluster, bmhs)
+	if err != nil {
+		return fail(fmt.Errorf("Provisioning %s: %w", p.Name, err))
+	}
+	var lookup func(bpav1.HostStatus, string) (leases.Lease, bool)
+	if h.leasesFile != "" {
+		m, err := leases.ParseFile(h.leasesFile, format, now)
+		if err != nil {
+			return fail(err)
+		}
+		lookup = leases.InMap(m)
+	} else {
+		lookup = leases.OnBareMetalHosts(bmhs)
+	}
+	resolved, err := leases.Resolve(hosts, lookup)
+	if err != nil {
+		src := "the BareMetalHosts' NICs (status.hardware.nics[].ip) in " + h.bmhFile
+		if h.leasesFile != "" {
+			src = h.leasesFile + " at " + now.UTC().Format("2006-01-02T15:04:05Z07:00")
+		}
+		return fail(fmt.Errorf("%w in %s", err, src))
+	}
+	return p, resolved, nil
+}
+
+// readProvisioning reads the one Provisioning of a file, after the checks `bpa lint`
+// makes, so that an offline answer is never given for a CR the apiserver would refuse.
+func readProvisioning(ctx context.Context, cmd *cobra.Command, file string) (*bpav1.Provisioning, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &ExitError{Code: 1, Err: err}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	docs, problems := validation.ValidateFile(ctx, file, data)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(cmd.ErrOrStderr(), p)
+		}
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("%d problem(s) in %s", len(problems), file)}
+	}
+	var found []*bpav1.Provisioning
+	var names []string
+	for _, d := range docs {
+		if p, ok := d.Object.(*bpav1.Provisioning); ok {
+			found = append(found, p)
+			names = append(names, p.Name)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("%s: no Provisioning found", file)}
+	}
+	return nil, &ExitError{Code: 1, Err: fmt.Errorf("%s holds %d Provisionings (%s); give a file with one", file, len(found), strings.Join(names, ", "))}
+}

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+// Paths of the inputs the offline verbs are tested on.
+const (
+	icnE2E        = "../../../shared/reference/icn/e2e/"
+	icnCRs        = "../../../shared/reference/icn/provisioning/"
+	examples      = "../../examples/"
+	hostsTestdata = "testdata/hosts/"
+	trickyLeases  = "../leases/testdata/tricky.leases"
+)
+
+// bpa runs the command tree in-process, as `bpa ARGS...`.
+func bpa(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := NewRootCommand()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err = root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// requireExit1 checks a clean failure: exit code 1 and a message containing want.
+func requireExit1(t *testing.T, err error, want string) {
+	t.Helper()
+	var exit *ExitError
+	require.True(t, errors.As(err, &exit), "want an *ExitError, got %v", err)
+	assert.Equal(t, 1, exit.Code)
+	assert.Contains(t, err.Error(), want)
+}
+
+func hostsJSON(t *testing.T, out string) []bpav1.HostStatus {
+	t.Helper()
+	var hosts []bpav1.HostStatus
+	require.NoError(t, json.Unmarshal([]byte(out), &hosts), out)
+	return hosts
+}
+
+func TestHostsICNE2E(t *testing.T) {
+	out, _, err := bpa(t, "hosts", "-f", hostsTestdata+"icn-e2e-provisioning.yaml", "--bmh", "../hostmatch/testdata/icn-bmh-fixed.yaml",
+		"--leases", icnE2E+"dhcpd.leases", "--now", "2019-08-08T23:00:00Z")
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"name": "master-test", "roles": ["master", "worker"], "mac": "08:00:27:00:ab:c0",
+		"bareMetalHost": "bpa-test-bmh", "ip": "192.168.50.63"}]`, out)
+
+	// After the leases ended there is no address.
+	_, _, err = bpa(t, "hosts", "-f", hostsTestdata+"icn-e2e-provisioning.yaml", "--bmh", "../hostmatch/testdata/icn-bmh-fixed.yaml",
+		"--leases", icnE2E+"dhcpd.leases")
+	requireExit1(t, err, "no current lease for 1 MAC(s): 08:00:27:00:ab:c0 (node master-test, BareMetalHost bpa-test-bmh) in "+icnE2E+"dhcpd.leases at ")
+
+	// The ICN host's own NICs record no address for that MAC (only eth5 has one).
+	_, _, err = bpa(t, "hosts", "-f", hostsTestdata+"icn-e2e-provisioning.yaml", "--bmh", "../hostmatch/testdata/icn-bmh-fixed.yaml")
+	requireExit1(t, err, "no current lease for 1 MAC(s): 08:00:27:00:ab:c0 (node master-test, BareMetalHost bpa-test-bmh) in the BareMetalHosts' NICs")
+}
+
+func TestHostsMalformedICNHost(t *testing.T) {
+	_, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-mac.yaml", "--bmh", icnE2E+"bmh-bpa-test.yaml")
+	requireExit1(t, err, `bmh-bpa-test.yaml: BareMetalHost bpa-test-bmh: unknown field "spec.status", `)
+	assert.Contains(t, err.Error(), `unknown field "spec.userData.spec"`)
+}
+
+func TestHostsICNSampleWithMissingLeases(t *testing.T) {
+	_, _, err := bpa(t, "hosts", "-f", icnCRs+"bpa_v1alpha1_provisioning_cr_sample_multiple_2.yaml", "--bmh", hostsTestdata+"icn-hosts.yaml",
+		"--leases", icnE2E+"dhcpd.leases", "--now", "2019-08-08T23:00:00Z")
+	requireExit1(t, err, "no current lease for 2 MAC(s): 00:c5:12:06:61:b2 (node master-2, BareMetalHost icn-2), "+
+		"00:c6:14:04:61:b2 (node master-1, BareMetalHost icn-1) in "+icnE2E+"dhcpd.leases at 2019-08-08T23:00:00Z")
+}
+
+func TestHostsTrickyLeases(t *testing.T) {
+	out, _, err := bpa(t, "hosts", "-f", hostsTestdata+"tricky-provisioning.yaml", "--bmh", hostsTestdata+"tricky-hosts.yaml",
+		"--leases", trickyLeases, "--format", "isc", "--now", "2019-08-08T22:30:00Z")
+	require.NoError(t, err)
+	assert.JSONEq(t, `[
+		{"name": "master-1", "roles": ["master", "worker"], "mac": "52:54:00:00:00:01", "bareMetalHost": "t-01", "ip": "10.0.0.11"},
+		{"name": "worker-1", "roles": ["worker"], "mac": "52:54:00:ab:cd:07", "bareMetalHost": "t-07", "ip": "10.0.0.70"},
+		{"name": "worker-2", "roles": ["worker"], "mac": "52:54:00:00:00:06", "bareMetalHost": "t-06", "ip": "10.0.0.60"}]`, out)
+
+	_, _, err = bpa(t, "hosts", "-f", hostsTestdata+"tricky-freed-provisioning.yaml", "--bmh", hostsTestdata+"tricky-hosts.yaml",
+		"--leases", trickyLeases, "--now", "2019-08-08T22:30:00Z")
+	requireExit1(t, err, "no current lease for 4 MAC(s): 52:54:00:00:00:02 (node freed, BareMetalHost t-02), "+
+		"52:54:00:00:00:03 (node expired, BareMetalHost t-03), 52:54:00:00:00:04 (node abandoned, BareMetalHost t-04), "+
+		"52:54:00:00:00:08 (node reused, BareMetalHost t-08)")
+}
+
+// TestHostsExamples: every example resolves, and the leases file and the NICs agree.
+func TestHostsExamples(t *testing.T) {
+	for _, name := range []string{"provisioning-by-mac", "provisioning-by-resources", "provisioning-mac-and-resources", "provisioning-kud-plugins"} {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"hosts", "-f", examples + name + ".yaml", "--bmh", examples + "bmh/" + name + ".yaml"}
+			fromNICs, _, err := bpa(t, args...)
+			require.NoError(t, err)
+			for _, l := range [][]string{{"--leases", examples + "leases/dhcpd.leases"}, {"--leases", examples + "leases/dnsmasq.leases", "--format", "dnsmasq"}} {
+				fromLeases, _, err := bpa(t, append(args, l...)...)
+				require.NoError(t, err)
+				assert.Equal(t, fromNICs, fromLeases, l)
+			}
+			for _, h := range hostsJSON(t, fromNICs) {
+				assert.Regexp(t, `^127\.0\.1\.1[1-9]$`, h.IP)
+			}
+		})
+	}
+}
+
+// TestHostsFirstFitTrap: the by-resources example lists its biggest host first; first-fit
+// would give it to the master and leave worker-2 (SR-IOV and QAT) without a host.
+func TestHostsFirstFitTrap(t *testing.T) {
+	out, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-resources.yaml", "--bmh", examples+"bmh/provisioning-by-resources.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, `[
+  {
+    "name": "master-1",
+    "roles": [
+      "master"
+    ],
+    "mac": "52:54:00:00:00:08",
+    "ip": "127.0.1.18",
+    "bareMetalHost": "node-08"
+  },
+  {
+    "name": "worker-1",
+    "roles": [
+      "worker"
+    ],
+    "mac": "52:54:00:00:00:07",
+    "ip": "127.0.1.17",
+    "bareMetalHost": "node-07"
+  },
+  {
+    "name": "worker-2",
+    "roles": [
+      "worker"
+    ],
+    "mac": "52:54:00:00:00:06",
+    "ip": "127.0.1.16",
+    "bareMetalHost": "node-06"
+  }
+]
+`, out)
+}
+
+func TestHostsErrorStateHosts(t *testing.T) {
+	out, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-resources.yaml", "--bmh", hostsTestdata+"error-hosts.yaml")
+	require.NoError(t, err)
+	assert.JSONEq(t, `[
+		{"name": "master-1", "roles": ["master"], "mac": "52:54:00:00:10:07", "bareMetalHost": "small", "ip": "10.0.0.7"},
+		{"name": "worker-1", "roles": ["worker"], "mac": "52:54:00:00:10:06", "bareMetalHost": "medium", "ip": "10.0.0.6"},
+		{"name": "worker-2", "roles": ["worker"], "mac": "52:54:00:00:10:05", "bareMetalHost": "big-sriov-qat", "ip": "10.0.0.5"}]`, out)
+
+	// With only the unusable hosts and one more, no assignment exists.
+	_, _, err = bpa(t, "hosts", "-f", examples+"provisioning-by-mac.yaml", "--bmh", hostsTestdata+"error-hosts.yaml")
+	requireExit1(t, err, "Provisioning provisioning-sample: node master: no BareMetalHost has a NIC with MAC 00:c6:14:04:61:b2")
+	_, _, err = bpa(t, "hosts", "-f", examples+"provisioning-by-resources.yaml", "--bmh", examples+"bmh/provisioning-mac-and-resources.yaml")
+	requireExit1(t, err, "Provisioning provisioning-by-resources: no assignment of BareMetalHosts satisfies every node: node worker-2 "+
+		"(cpu ≥ 20, memory ≥ 8Gi, sriov, qat, roles worker): none of the 3 BareMetalHosts qualifies (2 too few CPUs; 1 without the sriov label)")
+}
+
+func TestHostsInputErrors(t *testing.T) {
+	byMac := []string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", examples + "bmh/provisioning-by-mac.yaml"}
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"format without leases": {append(byMac, "--format", "dnsmasq"), "--format applies to a --leases file"},
+		"bad now":               {append(byMac, "--leases", trickyLeases, "--now", "yesterday"), `--now "yesterday": want an RFC 3339 time`},
+		"bad format":            {append(byMac, "--leases", trickyLeases, "--format", "csv"), `--format: unknown leases format "csv"`},
+		"wrong format":          {append(byMac, "--leases", trickyLeases, "--format", "dnsmasq"), trickyLeases + ": line 1: want"},
+		"no CR file":            {[]string{"hosts", "-f", "nope.yaml", "--bmh", "x"}, "open nope.yaml"},
+		"no Provisioning":       {[]string{"hosts", "-f", hostsTestdata + "tricky-hosts.yaml", "--bmh", "x"}, hostsTestdata + "tricky-hosts.yaml: no Provisioning found"},
+		"two Provisionings":     {[]string{"hosts", "-f", hostsTestdata + "two-provisionings.yaml", "--bmh", "x"}, "holds 2 Provisionings (one, two); give a file with one"},
+		"no BMH file":           {[]string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", "nope.yaml"}, "open nope.yaml"},
+		"BMH file of CRs":       {[]string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", examples + "provisioning-by-mac.yaml"}, "no BareMetalHost found"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := bpa(t, tc.args...)
+			requireExit1(t, err, tc.want)
+		})
+	}
+	// Required flags are cobra's errors.
+	_, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-mac.yaml")
+	assert.ErrorContains(t, err, `required flag(s) "bmh" not set`)
+}
+
+func TestHostsRefusesAnInvalidCR(t *testing.T) {
+	_, stderr, err := bpa(t, "hosts", "-f", hostsTestdata+"bad-mac-provisioning.yaml", "--bmh", examples+"bmh/provisioning-by-mac.yaml")
+	requireExit1(t, err, "problem(s) in "+hostsTestdata+"bad-mac-provisioning.yaml")
+	assert.Contains(t, stderr, "Provisioning/bad-mac: spec.masters[0].master-1.mac-address")
+}

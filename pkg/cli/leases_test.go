@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLeasesICN(t *testing.T) {
+	out, _, err := bpa(t, "leases", "-f", icnE2E+"dhcpd.leases", "--now", "2019-08-08T23:00:00Z")
+	require.NoError(t, err)
+	assert.Equal(t, `[
+  {
+    "mac": "00:c3:11:02:61:b5",
+    "ip": "192.168.50.65",
+    "hostname": "bpa-test-3",
+    "expires": "2019-08-08T23:52:49Z"
+  },
+  {
+    "mac": "00:c4:13:04:62:b5",
+    "ip": "192.168.50.64",
+    "hostname": "bpa-test-2",
+    "expires": "2019-08-08T23:52:49Z"
+  },
+  {
+    "mac": "08:00:27:00:ab:c0",
+    "ip": "192.168.50.63",
+    "hostname": "master-test",
+    "expires": "2019-08-08T23:52:49Z"
+  }
+]
+`, out)
+
+	// ICN's leases ended in 2019: today there are none, and that is not an error.
+	out, _, err = bpa(t, "leases", "-f", icnE2E+"dhcpd.leases")
+	require.NoError(t, err)
+	assert.Equal(t, "[]\n", out)
+}
+
+// TestLeasesTricky: superseded, freed, expired, abandoned, reused and `ends never` leases,
+// IPv6 blocks, tabs and upper-case MACs, as the verb prints them.
+func TestLeasesTricky(t *testing.T) {
+	out, _, err := bpa(t, "leases", "-f", trickyLeases, "--format", "ISC", "--now", "2019-08-08T22:30:00+00:00")
+	require.NoError(t, err)
+	assert.JSONEq(t, `[
+		{"mac": "52:54:00:00:00:01", "ip": "10.0.0.11", "hostname": "superseded", "expires": null},
+		{"mac": "52:54:00:00:00:06", "ip": "10.0.0.60", "hostname": "forever", "expires": null},
+		{"mac": "52:54:00:00:00:09", "ip": "10.0.0.80", "hostname": "", "expires": null},
+		{"mac": "52:54:00:00:00:0a", "ip": "10.0.0.100", "hostname": "", "expires": "2030-01-01T00:00:00Z"},
+		{"mac": "52:54:00:00:00:0c", "ip": "10.0.0.120", "hostname": "", "expires": null},
+		{"mac": "52:54:00:ab:cd:07", "ip": "10.0.0.70", "hostname": "tab\"bed", "expires": "2019-08-09T22:00:00Z"}]`, out)
+
+	out, _, err = bpa(t, "leases", "-f", "../leases/testdata/tricky.dnsmasq", "--format", "dnsmasq", "--now", "2019-08-08T23:00:00Z")
+	require.NoError(t, err)
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	var macs []string
+	for _, l := range got {
+		macs = append(macs, l["mac"].(string))
+	}
+	assert.Equal(t, []string{"08:00:27:00:ab:c0", "52:54:00:00:00:06", "52:54:00:00:00:0f", "52:54:00:ab:cd:07"}, macs, "sorted, lower case, IPv6 and duid lines skipped")
+}
+
+func TestLeasesErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"missing file": {[]string{"leases", "-f", "nope.leases"}, "open nope.leases"},
+		"bad now":      {[]string{"leases", "-f", trickyLeases, "--now", "2019-08-08"}, `--now "2019-08-08": want an RFC 3339 time`},
+		"bad format":   {[]string{"leases", "-f", trickyLeases, "--format", "json"}, `--format: unknown leases format "json": want isc or dnsmasq`},
+		"not ISC":      {[]string{"leases", "-f", "../leases/testdata/tricky.dnsmasq"}, "tricky.dnsmasq: line 9: file ends inside the statement begun at line 1 (no ';'): is this a dhcpd.leases file?"},
+		"not dnsmasq":  {[]string{"leases", "-f", trickyLeases, "--format", "dnsmasq"}, "tricky.leases: line 1: want `<expiry> <mac> <ip> <hostname> <client-id>`"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := bpa(t, tc.args...)
+			requireExit1(t, err, tc.want)
+		})
+	}
+}

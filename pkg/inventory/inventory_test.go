@@ -1,0 +1,242 @@
+package inventory
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+func host(name, ip string, roles ...string) bpav1.HostStatus {
+	return bpav1.HostStatus{Name: name, IP: ip, Roles: roles, MAC: "52:54:00:00:00:01", BareMetalHost: "bmh-" + name}
+}
+
+// samples are the host sets every flavour is rendered and checked for.
+var samples = map[string][]bpav1.HostStatus{
+	// examples/provisioning-by-mac.yaml on examples/bmh
+	"by-mac": {host("master", "127.0.1.11", "master"), host("worker-1", "127.0.1.12", "worker"), host("worker-2", "127.0.1.13", "worker")},
+	// ICN single-node samples: one host with both roles
+	"combined": {host("master-1", "127.0.1.19", "master", "worker")},
+	// ICN e2e_bpa_remote_virtletvm_cr_multi.yaml shape, listed out of order, one master also a worker
+	"multi": {
+		host("worker-2", "10.10.10.22", "worker"), host("master-3", "10.10.10.13", "master", "worker"),
+		host("master-1", "10.10.10.11", "master"), host("worker-1", "10.10.10.21", "worker"), host("master-2", "10.10.10.12", "master"),
+	},
+	"ipv6": {host("master-1", "fd00::1", "master", "worker"), host("worker-1", "fd00:0:0::2", "worker")},
+	// two masters: legal, but etcd has an even member count
+	"two-masters": {host("m1", "192.168.50.63", "master"), host("m2", "192.168.50.64", "master"), host("w1", "192.168.50.65", "worker")},
+}
+
+// groups says which hosts each group must hold, per flavour, as functions of the roles.
+var groups = map[bpav1.InventoryFlavor]map[string]string{
+	bpav1.InventoryFlavorKubespray: {"kube_control_plane": "master", "etcd": "master", "kube_node": "worker", "k8s_cluster": "all"},
+	bpav1.InventoryFlavorKUD: {"kube-master": "master", "kube-node": "worker", "etcd": "master", "ovn-central": "master",
+		"ovn-controller": "worker", "virtlet": "worker", "k8s-cluster": "all"},
+}
+
+// TestRenderedInventoriesParseInAnsible runs the real ansible-inventory on every rendered
+// inventory. It fails (it does not skip) without ansible-core: CI installs it, and an
+// inventory only BPA can read is worthless.
+func TestRenderedInventoriesParseInAnsible(t *testing.T) {
+	for _, flavor := range []bpav1.InventoryFlavor{bpav1.InventoryFlavorKubespray, bpav1.InventoryFlavorKUD} {
+		for name, hosts := range samples {
+			t.Run(string(flavor)+"/"+name, func(t *testing.T) {
+				ini, warnings, err := Render(hosts, Options{Flavor: flavor})
+				require.NoError(t, err)
+				inv := ansibleInventory(t, ini)
+				want := map[string][]string{"all": nil}
+				for _, h := range hosts {
+					ip := net.ParseIP(h.IP).String() // the canonical form BPA writes
+					assert.Equal(t, ip, inv.hostvar(h.Name, "ansible_host"), "%s ansible_host", h.Name)
+					assert.Equal(t, ip, inv.hostvar(h.Name, "ip"), "%s ip", h.Name)
+					want["all"] = append(want["all"], h.Name)
+					for _, r := range h.Roles {
+						want[r] = append(want[r], h.Name)
+					}
+				}
+				for group, role := range groups[flavor] {
+					assert.Equal(t, sorted(want[role]), inv.members(group), "group %s", group)
+				}
+				assert.Equal(t, sorted(want["all"]), inv.members("all"))
+				if name == "two-masters" {
+					assert.Contains(t, strings.Join(warnings, "\n"), "etcd has 2 members")
+				} else {
+					assert.Empty(t, warnings)
+				}
+			})
+		}
+	}
+}
+
+func TestUserTemplateParsesInAnsible(t *testing.T) {
+	tmpl := `# {{ len .Hosts }} hosts, flavour {{ .Flavor | upper }}
+[all]
+{{- range .Hosts }}
+{{ .Name }} ansible_host={{ .IP }} bpa_mac={{ .MAC | replace ":" "-" }} bpa_bmh={{ .BareMetalHost }}
+{{- end }}
+
+[control]
+{{ (first .Masters).Name }}
+
+[workers]
+{{- range .Workers }}
+{{ .Name }}
+{{- end }}
+`
+	ini, _, err := Render(samples["multi"], Options{Template: tmpl, TemplateName: "ConfigMap inv key hosts.ini.tmpl"})
+	require.NoError(t, err)
+	assert.Contains(t, string(ini), "# 5 hosts, flavour KUBESPRAY")
+	inv := ansibleInventory(t, ini)
+	assert.Equal(t, []string{"master-1"}, inv.members("control"), "hosts are sorted, so the first master is stable")
+	assert.Equal(t, []string{"master-3", "worker-1", "worker-2"}, inv.members("workers"))
+	assert.Equal(t, "52-54-00-00-00-01", inv.hostvar("worker-1", "bpa_mac"))
+	assert.Equal(t, "bmh-worker-1", inv.hostvar("worker-1", "bpa_bmh"))
+}
+
+func TestTemplateErrors(t *testing.T) {
+	hosts := samples["by-mac"]
+	for name, tc := range map[string]struct{ tmpl, want string }{
+		"syntax":      {"{{ range .Hosts }}", "ConfigMap x key y: template: ConfigMap x key y:1: unexpected EOF"},
+		"no env":      {`{{ env "HOME" }}`, `function "env" not defined`},
+		"no expand":   {`{{ expandenv "$HOME" }}`, `function "expandenv" not defined`},
+		"bad field":   {"{{ .Nope }}", "can't evaluate field Nope"},
+		"exec failed": {`{{ fail "no" }}`, "ConfigMap x key y: template: ConfigMap x key y:1:3: executing"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Render(hosts, Options{Template: tc.tmpl, TemplateName: "ConfigMap x key y"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	_, _, err := Render(hosts, Options{Flavor: "ansible"})
+	assert.ErrorContains(t, err, `unknown inventory flavor "ansible"`)
+}
+
+func TestHostsAreValidatedBeforeRendering(t *testing.T) {
+	ok := host("master-1", "10.0.0.1", "master")
+	for name, tc := range map[string]struct {
+		hosts []bpav1.HostStatus
+		want  string
+	}{
+		"name with a space": {[]bpav1.HostStatus{host("master-1 ansible_connection=local", "10.0.0.1", "master")}, `hosts[0]: name "master-1 ansible_connection=local"`},
+		"upper-case name":   {[]bpav1.HostStatus{host("Master", "10.0.0.1", "master")}, `name "Master"`},
+		"newline in name":   {[]bpav1.HostStatus{host("m\n[all:vars]", "10.0.0.1", "master")}, "hosts[0]: name"},
+		"no IP":             {[]bpav1.HostStatus{host("m", "", "master")}, "host m has no IP address"},
+		"IP with vars":      {[]bpav1.HostStatus{host("m", "10.0.0.1 ansible_user=root", "master")}, `host m: "10.0.0.1 ansible_user=root" is not an IP address`},
+		"hostname as IP":    {[]bpav1.HostStatus{host("m", "example.com", "master")}, "is not an IP address"},
+		"bad MAC":           {[]bpav1.HostStatus{{Name: "m", IP: "10.0.0.1", Roles: []string{"master"}, MAC: "zz"}}, `host m: "zz" is not a MAC address`},
+		"bad BMH name":      {[]bpav1.HostStatus{{Name: "m", IP: "10.0.0.1", Roles: []string{"master"}, BareMetalHost: "a b"}}, `host m: bareMetalHost "a b"`},
+		"unknown role":      {[]bpav1.HostStatus{host("m", "10.0.0.1", "master", "etcd")}, `host m: role "etcd": want master or worker`},
+		"role twice":        {[]bpav1.HostStatus{host("m", "10.0.0.1", "master", "master")}, `role "master": want master or worker, each at most once`},
+		"no role":           {[]bpav1.HostStatus{host("m", "10.0.0.1")}, "host m has no role"},
+		"no master":         {[]bpav1.HostStatus{host("w", "10.0.0.1", "worker")}, "no host has the master role"},
+		"name twice":        {[]bpav1.HostStatus{ok, host("master-1", "10.0.0.2", "worker")}, "hosts[1]: host master-1 is listed twice"},
+		"IP twice":          {[]bpav1.HostStatus{ok, host("worker-1", "10.0.0.1", "worker")}, "hosts master-1 and worker-1 have the same IP 10.0.0.1"},
+		"IP twice, spelled": {[]bpav1.HostStatus{ok, host("worker-1", "::ffff:10.0.0.1", "worker")}, "have the same IP 10.0.0.1"},
+		"no hosts":          {nil, "no host has the master role"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Render(tc.hosts, Options{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	_, w, err := Render([]bpav1.HostStatus{host("m1", "10.0.0.1", "master"), host("m2", "10.0.0.2", "master")}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"etcd has 2 members: an even number tolerates no more failures than 1 would; use an odd number of masters",
+		"no host has the worker role: the cluster can run no workloads",
+	}, w)
+}
+
+func TestRenderIsDeterministic(t *testing.T) {
+	a, _, err := Render(samples["multi"], Options{})
+	require.NoError(t, err)
+	rev := append([]bpav1.HostStatus(nil), samples["multi"]...)
+	sort.Slice(rev, func(i, j int) bool { return rev[i].Name > rev[j].Name })
+	b, _, err := Render(rev, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, string(a), string(b))
+}
+
+// ansible is what `ansible-inventory --list` says about an inventory.
+type ansible map[string]json.RawMessage
+
+func ansibleInventory(t *testing.T, ini []byte) ansible {
+	t.Helper()
+	bin, err := exec.LookPath("ansible-inventory")
+	require.NoError(t, err, "ansible-inventory is needed (Debian package ansible-core; .ci/run installs it)")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts.ini")
+	require.NoError(t, os.WriteFile(path, ini, 0o644))
+	cmd := exec.Command(bin, "-i", path, "--list")
+	// Only the INI plugin, and an inventory it cannot parse is an error rather than the
+	// empty inventory plus a warning that ansible-inventory gives by default.
+	cmd.Env = append(os.Environ(), "ANSIBLE_INVENTORY_ENABLED=ini", "ANSIBLE_INVENTORY_UNPARSED_FAILED=true",
+		"ANSIBLE_LOCAL_TEMP="+dir, "ANSIBLE_HOME="+dir, "ANSIBLE_NOCOLOR=1")
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "ansible-inventory on:\n%s\n%s", ini, stderr)
+	var inv ansible
+	require.NoError(t, json.Unmarshal(out, &inv), "%s", out)
+	return inv
+}
+
+type group struct {
+	Hosts    []string `json:"hosts"`
+	Children []string `json:"children"`
+}
+
+// members lists a group's hosts including those of its children, sorted.
+func (a ansible) members(name string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		var g group
+		if raw, ok := a[n]; ok {
+			_ = json.Unmarshal(raw, &g)
+		}
+		for _, h := range g.Hosts {
+			seen[h] = true
+		}
+		for _, c := range g.Children {
+			walk(c)
+		}
+	}
+	walk(name)
+	var out []string
+	for h := range seen {
+		out = append(out, h)
+	}
+	return sorted(out)
+}
+
+func (a ansible) hostvar(host, v string) string {
+	var meta struct {
+		HostVars map[string]map[string]any `json:"hostvars"`
+	}
+	_ = json.Unmarshal(a["_meta"], &meta)
+	return fmt.Sprint(meta.HostVars[host][v])
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}

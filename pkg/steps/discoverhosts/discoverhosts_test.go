@@ -1,0 +1,191 @@
+package discoverhosts
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+)
+
+const ns = "bpa"
+
+// example reads an examples/ Provisioning into namespace ns at generation 3, and the
+// BareMetalHosts examples/bmh gives it.
+func example(t *testing.T, name string) (*bpav1.Provisioning, []client.Object) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("../../../examples", name+".yaml"))
+	require.NoError(t, err)
+	p := &bpav1.Provisioning{}
+	require.NoError(t, yaml.UnmarshalStrict(data, p))
+	p.Namespace, p.Generation = ns, 3
+	bmhs, err := hostmatch.ReadBareMetalHostsFile(filepath.Join("../../../examples/bmh", name+".yaml"))
+	require.NoError(t, err)
+	var objs []client.Object
+	for i := range bmhs {
+		bmhs[i].Namespace = ns
+		objs = append(objs, &bmhs[i])
+	}
+	return p, objs
+}
+
+func newClient(objs ...client.Object) client.WithWatch {
+	return fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
+}
+
+func claims(t *testing.T, c client.Client) map[string]string {
+	t.Helper()
+	var list metal3v1.BareMetalHostList
+	require.NoError(t, c.List(context.Background(), &list))
+	out := map[string]string{}
+	for _, b := range list.Items {
+		out[b.Namespace+"/"+b.Name] = b.Labels[bpav1.HostClaimLabel]
+	}
+	return out
+}
+
+func TestDiscoverAndClaim(t *testing.T) {
+	p, bmhs := example(t, "provisioning-by-resources")
+	c := newClient(append(bmhs, p)...)
+	var log []string
+	logf := func(f string, a ...any) { log = append(log, f) }
+	cr := CR{Namespace: ns, Name: p.Name, Generation: 3}
+
+	hosts, err := Run(context.Background(), c, cr, logf)
+	require.NoError(t, err)
+	assert.Equal(t, []bpav1.HostStatus{
+		{Name: "master-1", Roles: []string{"master"}, MAC: "52:54:00:00:00:08", BareMetalHost: "node-08"},
+		{Name: "worker-1", Roles: []string{"worker"}, MAC: "52:54:00:00:00:07", BareMetalHost: "node-07"},
+		{Name: "worker-2", Roles: []string{"worker"}, MAC: "52:54:00:00:00:06", BareMetalHost: "node-06"},
+	}, hosts)
+	assert.Equal(t, map[string]string{"bpa/node-06": "cluster-res", "bpa/node-07": "cluster-res", "bpa/node-08": "cluster-res"}, claims(t, c))
+	assert.Len(t, log, 3)
+
+	// A rerun chooses the same hosts and has nothing to claim.
+	log = nil
+	again, err := Run(context.Background(), c, cr, logf)
+	require.NoError(t, err)
+	assert.Equal(t, hosts, again)
+	assert.Equal(t, strings.Repeat("node %s: BareMetalHost %s/%s, already claimed for cluster %s|", 3), strings.Join(log, "|")+"|")
+
+	// The output is the JSON list the next step reads.
+	out := filepath.Join(t.TempDir(), "out", "hosts.json")
+	require.NoError(t, WriteHosts(out, hosts))
+	back, err := ReadHosts(out)
+	require.NoError(t, err)
+	assert.Equal(t, hosts, back)
+}
+
+func TestAnotherClusterCannotTakeClaimedHosts(t *testing.T) {
+	p, bmhs := example(t, "provisioning-by-mac")
+	bmhs[0].(*metal3v1.BareMetalHost).Labels = map[string]string{bpav1.HostClaimLabel: "cluster-xyz"}
+	c := newClient(append(bmhs, p)...)
+	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	assert.EqualError(t, err, `Provisioning provisioning-sample: node master: the host with MAC 00:c6:14:04:61:b2 cannot be used: `+
+		`BareMetalHost node-01 is claimed by cluster "cluster-xyz" (label bpa.akraino.org/cluster)`)
+	assert.Equal(t, "cluster-xyz", claims(t, c)["bpa/node-01"])
+	assert.Empty(t, claims(t, c)["bpa/node-02"], "nothing is claimed when the match fails")
+}
+
+func TestBareMetalHostNamespace(t *testing.T) {
+	p, bmhs := example(t, "provisioning-kud-plugins")
+	p.Spec.BareMetalHostNamespace = "metal3"
+	bmhs[0].SetNamespace("metal3")
+	c := newClient(append(bmhs, p)...)
+	hosts, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	require.NoError(t, err)
+	assert.Equal(t, []bpav1.HostStatus{{Name: "master-1", Roles: []string{"master", "worker"}, MAC: "00:e1:ba:ce:df:bd", BareMetalHost: "node-09"}}, hosts)
+	assert.Equal(t, "cluster-efg", claims(t, c)["metal3/node-09"])
+}
+
+// TestClaimConflict: another run labels the host between our list and our patch. The
+// patch carries the listed resourceVersion, so it fails instead of stealing the host.
+func TestClaimConflict(t *testing.T) {
+	p, bmhs := example(t, "provisioning-kud-plugins")
+	var c client.WithWatch
+	c = fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(append(bmhs, p)...).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			other := &metal3v1.BareMetalHost{}
+			require.NoError(t, cl.Get(ctx, client.ObjectKeyFromObject(obj), other))
+			other.Labels = map[string]string{bpav1.HostClaimLabel: "cluster-other"}
+			require.NoError(t, cl.Update(ctx, other))
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "claiming BareMetalHost bpa/node-09 for cluster cluster-efg: it changed since it was listed; the retry matches again")
+	assert.Equal(t, "cluster-other", claims(t, c)["bpa/node-09"])
+}
+
+func TestNoAssignment(t *testing.T) {
+	p, bmhs := example(t, "provisioning-by-resources")
+	c := newClient(append(bmhs[1:], p)...) // without node-06, the only SR-IOV host
+	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	require.ErrorIs(t, err, hostmatch.ErrNoAssignment)
+	assert.Contains(t, err.Error(), "Provisioning provisioning-by-resources: no assignment of BareMetalHosts satisfies every node: node worker-2")
+}
+
+func TestCRErrors(t *testing.T) {
+	p, bmhs := example(t, "provisioning-by-mac")
+	c := newClient(append(bmhs, p)...)
+	for name, tc := range map[string]struct {
+		cr   CR
+		want string
+	}{
+		"changed":   {CR{Namespace: ns, Name: p.Name, Generation: 2}, "Provisioning provisioning-sample changed since this run started (generation 2, now 3); the controller starts a new run"},
+		"no name":   {CR{Namespace: ns}, "--provisioning is required"},
+		"no ns":     {CR{Name: p.Name}, "--namespace is required (or set POD_NAMESPACE)"},
+		"not found": {CR{Namespace: ns, Name: "nope"}, `reading Provisioning bpa/nope: provisionings.bpa.akraino.org "nope" not found`},
+		"other ns":  {CR{Namespace: "x", Name: p.Name}, "reading Provisioning x/provisioning-sample"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Run(context.Background(), c, tc.cr, func(string, ...any) {})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	unlabelled := p.DeepCopy()
+	unlabelled.Name, unlabelled.Labels, unlabelled.ResourceVersion = "unlabelled", nil, ""
+	require.NoError(t, c.Create(context.Background(), unlabelled))
+	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: "unlabelled"}, func(string, ...any) {})
+	assert.ErrorContains(t, err, "Provisioning unlabelled: metadata.labels.cluster: required")
+}
+
+func TestReadHostsErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ content, want string }{
+		"unknown field": {`[{"name": "m", "adress": "x"}]`, `json: unknown field "adress"`},
+		"empty":         {`[]`, "the list is empty"},
+		"not JSON":      {`name: m`, "reading hosts from"},
+	} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(tc.content), 0o644))
+		_, err := ReadHosts(p)
+		assert.ErrorContains(t, err, tc.want, name)
+	}
+	_, err := ReadHosts(filepath.Join(dir, "missing"))
+	assert.ErrorContains(t, err, "reading hosts: open")
+}
+
+func TestCommandFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "from-env")
+	cmd := Command()
+	require.NoError(t, cmd.ParseFlags([]string{"--provisioning=p", "--generation=4"}))
+	for flag, want := range map[string]string{"namespace": "from-env", "provisioning": "p", "generation": "4", "output": "/tmp/bpa/out/hosts.json"} {
+		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
+	}
+	assert.Equal(t, "discover-hosts", cmd.Name())
+}

@@ -1,0 +1,115 @@
+// Package renderinventory is `bpa step render-inventory`: it renders the hosts.ini and the
+// extra-vars file that run-kubespray hands to ansible-playbook (pkg/inventory), from the
+// resolved hosts and the Provisioning (inventory flavour and template, PodSubnet,
+// kubespray.extraVars, KUDPlugins). Both outputs are plain Argo parameters: nothing in them
+// is secret, and users can read exactly what kubespray was given in the Argo UI.
+package renderinventory
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+)
+
+// DefaultTemplateKey is the ConfigMap key read when templateConfigMapRef names none (the
+// CRD defaults it too, but a CR read from a file has no defaults).
+const DefaultTemplateKey = "hosts.ini.tmpl"
+
+// Options are the step's flags.
+type Options struct {
+	CR              discoverhosts.CR
+	HostsFile       string
+	OutputInventory string
+	OutputVars      string
+}
+
+// Command returns `bpa step render-inventory`.
+func Command() *cobra.Command {
+	var o Options
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "render-inventory",
+		Short: "Render the kubespray inventory and extra-vars file for the chosen hosts",
+		Flags: func(cmd *cobra.Command) {
+			o.CR.AddFlags(cmd)
+			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "hosts with their IPs, from resolve-leases (JSON)")
+			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", "/tmp/bpa/out/hosts.ini", "file to write the inventory to")
+			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.json", "file to write the ansible-playbook extra vars to (JSON)")
+		},
+		Run: func(ctx context.Context) error {
+			c, err := stepcmd.Client()
+			if err != nil {
+				return err
+			}
+			return Run(ctx, c, o, os.Stderr)
+		},
+	})
+}
+
+// Run renders and writes both outputs; warnings go to warn.
+func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error {
+	hosts, err := discoverhosts.ReadHosts(o.HostsFile)
+	if err != nil {
+		return err
+	}
+	p, err := o.CR.Get(ctx, c)
+	if err != nil {
+		return err
+	}
+	opts, err := templateOptions(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	ini, warnings, err := inventory.Render(hosts, opts)
+	if err != nil {
+		return fmt.Errorf("Provisioning %s: inventory: %w", p.Name, err)
+	}
+	vars, err := inventory.ExtraVars(&p.Spec)
+	if err != nil {
+		return fmt.Errorf("Provisioning %s: %w", p.Name, err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(warn, "warning: Provisioning %s: %s\n", p.Name, w)
+	}
+	if err := stepcmd.WriteOutput(o.OutputInventory, ini); err != nil {
+		return err
+	}
+	return stepcmd.WriteOutput(o.OutputVars, vars)
+}
+
+// templateOptions reads the CR's inventory settings, fetching the template ConfigMap from
+// the CR's namespace when it names one.
+func templateOptions(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (inventory.Options, error) {
+	inv := p.Spec.Inventory
+	if inv == nil {
+		return inventory.Options{}, nil
+	}
+	opts := inventory.Options{Flavor: inv.Flavor}
+	ref := inv.TemplateConfigMapRef
+	if ref == nil {
+		return opts, nil
+	}
+	key := ref.Key
+	if key == "" {
+		key = DefaultTemplateKey
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, cm); err != nil {
+		return opts, fmt.Errorf("reading inventory template ConfigMap %s/%s: %w", p.Namespace, ref.Name, err)
+	}
+	text, ok := cm.Data[key]
+	if !ok {
+		return opts, fmt.Errorf("inventory template ConfigMap %s/%s has no key %q", p.Namespace, ref.Name, key)
+	}
+	opts.Template, opts.TemplateName = text, fmt.Sprintf("ConfigMap %s key %s", ref.Name, key)
+	return opts, nil
+}

@@ -1,0 +1,122 @@
+package renderinventory
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+)
+
+const ns = "bpa"
+
+var hosts = []bpav1.HostStatus{
+	{Name: "master-1", Roles: []string{"master"}, MAC: "00:c5:16:05:61:b2", IP: "127.0.1.14", BareMetalHost: "node-04"},
+	{Name: "master-2", Roles: []string{"master"}, MAC: "00:c2:14:06:61:b5", IP: "127.0.1.15", BareMetalHost: "node-05"},
+	{Name: "worker", Roles: []string{"worker"}, MAC: "00:c6:14:04:61:b2", IP: "127.0.1.11", BareMetalHost: "node-01"},
+}
+
+func provisioning(spec bpav1.ProvisioningSpec) *bpav1.Provisioning {
+	return &bpav1.Provisioning{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prov", Generation: 1, Labels: map[string]string{"cluster": "cluster-xyz"}},
+		Spec:       spec,
+	}
+}
+
+// run renders for p (plus objs) and returns the inventory, the vars and the warnings.
+func run(t *testing.T, p *bpav1.Provisioning, objs ...client.Object) (string, string, string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in", "hosts.json")
+	require.NoError(t, discoverhosts.WriteHosts(in, hosts))
+	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(append(objs, p)...).Build()
+	o := Options{
+		CR:              discoverhosts.CR{Namespace: ns, Name: p.Name, Generation: 1},
+		HostsFile:       in,
+		OutputInventory: filepath.Join(dir, "out", "hosts.ini"),
+		OutputVars:      filepath.Join(dir, "out", "extra-vars.json"),
+	}
+	var warn bytes.Buffer
+	if err := Run(context.Background(), c, o, &warn); err != nil {
+		return "", "", warn.String(), err
+	}
+	ini, err := os.ReadFile(o.OutputInventory)
+	require.NoError(t, err)
+	vars, err := os.ReadFile(o.OutputVars)
+	require.NoError(t, err)
+	return string(ini), string(vars), warn.String(), nil
+}
+
+func TestDefaultInventory(t *testing.T) {
+	ini, vars, warn, err := run(t, provisioning(bpav1.ProvisioningSpec{PodSubnet: "10.244.64.0/18", KUDPlugins: []bpav1.DebianPackageName{"emco"}}))
+	require.NoError(t, err)
+	assert.Contains(t, ini, "[all]\nmaster-1 ansible_host=127.0.1.14 ip=127.0.1.14\nmaster-2 ansible_host=127.0.1.15 ip=127.0.1.15\nworker ansible_host=127.0.1.11 ip=127.0.1.11\n")
+	assert.Contains(t, ini, "[kube_control_plane]\nmaster-1\nmaster-2\n\n[etcd]\nmaster-1\nmaster-2\n\n[kube_node]\nworker\n")
+	assert.Equal(t, "{\n  \"kube_pods_subnet\": \"10.244.64.0/18\",\n  \"kud_plugins\": [\n    \"emco\"\n  ]\n}\n", vars)
+	assert.Equal(t, "warning: Provisioning prov: etcd has 2 members: an even number tolerates no more failures than 1 would; use an odd number of masters\n", warn)
+}
+
+func TestKUDFlavor(t *testing.T) {
+	ini, _, _, err := run(t, provisioning(bpav1.ProvisioningSpec{Inventory: &bpav1.InventoryConfig{Flavor: bpav1.InventoryFlavorKUD}}))
+	require.NoError(t, err)
+	assert.Contains(t, ini, "[kube-master]\nmaster-1\nmaster-2\n")
+	assert.Contains(t, ini, "[virtlet]\nworker\n")
+}
+
+func TestTemplateConfigMap(t *testing.T) {
+	cm := func(name string, data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	}
+	withRef := func(name, key string) *bpav1.Provisioning {
+		return provisioning(bpav1.ProvisioningSpec{Inventory: &bpav1.InventoryConfig{
+			TemplateConfigMapRef: &bpav1.ConfigMapKeyReference{Name: name, Key: key}}})
+	}
+	tmpl := "[all]\n{{ range .Hosts }}{{ .Name }} ansible_host={{ .IP }}\n{{ end }}"
+
+	ini, _, _, err := run(t, withRef("inv", ""), cm("inv", map[string]string{"hosts.ini.tmpl": tmpl}))
+	require.NoError(t, err)
+	assert.Equal(t, "[all]\nmaster-1 ansible_host=127.0.1.14\nmaster-2 ansible_host=127.0.1.15\nworker ansible_host=127.0.1.11\n", ini)
+
+	ini, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"custom": "{{ len .Masters }}"}))
+	require.NoError(t, err)
+	assert.Equal(t, "2", ini)
+
+	_, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"hosts.ini.tmpl": tmpl}))
+	assert.EqualError(t, err, `inventory template ConfigMap bpa/inv has no key "custom"`)
+
+	_, _, _, err = run(t, withRef("missing", ""))
+	assert.ErrorContains(t, err, "reading inventory template ConfigMap bpa/missing:")
+
+	_, _, _, err = run(t, withRef("inv", ""), cm("inv", map[string]string{"hosts.ini.tmpl": "{{ .Bogus }}"}))
+	assert.ErrorContains(t, err, "Provisioning prov: inventory: ConfigMap inv key hosts.ini.tmpl: template:")
+}
+
+func TestErrors(t *testing.T) {
+	_, _, _, err := run(t, provisioning(bpav1.ProvisioningSpec{PodSubnet: "10.0.0.0/8",
+		Kubespray: &bpav1.KubesprayConfig{ExtraVars: map[string]bpav1.ExtraVarValue{"kube_pods_subnet": "10.1.0.0/16"}}}))
+	assert.EqualError(t, err, "Provisioning prov: kubespray.extraVars.kube_pods_subnet: PodSubnet already sets it; set only one")
+
+	p := provisioning(bpav1.ProvisioningSpec{})
+	p.Generation = 2
+	_, _, _, err = run(t, p)
+	assert.EqualError(t, err, "Provisioning prov changed since this run started (generation 1, now 2); the controller starts a new run")
+}
+
+func TestCommandFlags(t *testing.T) {
+	cmd := Command()
+	require.NoError(t, cmd.ParseFlags([]string{"--namespace=n", "--provisioning=p"}))
+	for flag, want := range map[string]string{"hosts-file": "/tmp/bpa/in/hosts.json", "output-inventory": "/tmp/bpa/out/hosts.ini", "output-vars": "/tmp/bpa/out/extra-vars.json", "generation": "0"} {
+		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
+	}
+}

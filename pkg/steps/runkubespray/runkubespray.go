@@ -1,0 +1,253 @@
+// Package runkubespray is `bpa step run-kubespray`. It runs inside the kubespray image (an
+// init container copies the bpa binary in) and starts ansible-playbook on the inventory
+// and extra-vars file render-inventory wrote.
+//
+// Every value is validated first, and the command line is a list of separate arguments
+// handed to execve: no shell ever sees it, so no value can become a command. The SSH
+// settings that keep host keys checked are passed last as extra vars (the highest
+// precedence in Ansible) and in the environment, over kubespray's own ansible.cfg, which
+// turns host-key checking off (`host_key_checking=False`, `UserKnownHostsFile=/dev/null`).
+package runkubespray
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+)
+
+// Options are the step's flags.
+type Options struct {
+	Inventory             string
+	ExtraVars             string
+	SSHKey                string
+	KnownHosts            string
+	SSHUser               string
+	SSHPort               int
+	InsecureIgnoreHostKey bool
+	Playbook              string
+	// AnsiblePlaybook is the program: a name looked up in PATH, or an absolute path.
+	AnsiblePlaybook string
+}
+
+// Command returns `bpa step run-kubespray`.
+func Command() *cobra.Command {
+	var o Options
+	return stepcmd.Command(stepcmd.Step{
+		Name:  "run-kubespray",
+		Short: "Run kubespray's playbook on the rendered inventory (inside the kubespray image)",
+		Flags: func(cmd *cobra.Command) {
+			f := cmd.Flags()
+			f.StringVar(&o.Inventory, "inventory", "/tmp/bpa/in/hosts.ini", "inventory rendered by render-inventory")
+			f.StringVar(&o.ExtraVars, "extra-vars", "/tmp/bpa/in/extra-vars.json", "extra vars rendered by render-inventory (JSON)")
+			f.StringVar(&o.SSHKey, "ssh-key", "/etc/bpa/ssh/ssh-privatekey", "SSH private key (mounted from the cluster's SSH Secret)")
+			f.StringVar(&o.KnownHosts, "known-hosts", "/etc/bpa/ssh/known_hosts", "the hosts' public keys (mounted from the same Secret)")
+			f.StringVar(&o.SSHUser, "ssh-user", "root", "login user on the hosts (become root with sudo when not root)")
+			f.IntVar(&o.SSHPort, "ssh-port", 22, "SSH port of the hosts")
+			f.BoolVar(&o.InsecureIgnoreHostKey, "insecure-ignore-host-key", false, "do not check host keys (labs only)")
+			f.StringVar(&o.Playbook, "playbook", "cluster.yml", "playbook, relative to the working directory (the kubespray checkout)")
+			f.StringVar(&o.AnsiblePlaybook, "ansible-playbook", "ansible-playbook", "ansible-playbook program: a name looked up in PATH, or an absolute path")
+		},
+		Run: func(ctx context.Context) error { return Run(ctx, o) },
+	})
+}
+
+// Invocation is a fully built command: the program, its arguments (Args[0] is the program
+// as named), and its environment.
+type Invocation struct {
+	Path string
+	Args []string
+	Env  []string
+}
+
+var (
+	// Paths of the step's inputs: absolute, clean, and of characters no consumer (not even
+	// Ansible's shlex split of ssh arguments) treats specially.
+	absPath = regexp.MustCompile(`^(/[A-Za-z0-9._+-]+)+$`)
+	// A playbook relative to the kubespray checkout, or absolute; never an option.
+	playbook = regexp.MustCompile(`^/?[A-Za-z0-9_][A-Za-z0-9._+-]*(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*\.ya?ml$`)
+	// A program name to look up in PATH.
+	programName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]*$`)
+	// The CRD's pattern for spec.ssh.user.
+	sshUser = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+)
+
+func checkPath(flag, p string, pattern *regexp.Regexp) error {
+	if !pattern.MatchString(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("--%s %q: want a clean path of letters, digits and . _ + - only", flag, p)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." || seg == "." {
+			return fmt.Errorf("--%s %q: must not contain . or .. segments", flag, p)
+		}
+	}
+	return nil
+}
+
+// Validate checks the syntax of every option. It reads no file.
+func (o Options) Validate() error {
+	for _, f := range []struct{ flag, value string }{
+		{"inventory", o.Inventory}, {"extra-vars", o.ExtraVars}, {"ssh-key", o.SSHKey}, {"known-hosts", o.KnownHosts},
+	} {
+		if err := checkPath(f.flag, f.value, absPath); err != nil {
+			return err
+		}
+	}
+	if err := checkPath("playbook", o.Playbook, playbook); err != nil {
+		return err
+	}
+	if strings.Contains(o.AnsiblePlaybook, "/") {
+		if err := checkPath("ansible-playbook", o.AnsiblePlaybook, absPath); err != nil {
+			return err
+		}
+	} else if !programName.MatchString(o.AnsiblePlaybook) {
+		return fmt.Errorf("--ansible-playbook %q: want a program name or an absolute path", o.AnsiblePlaybook)
+	}
+	if !sshUser.MatchString(o.SSHUser) {
+		return fmt.Errorf("--ssh-user %q: want a login name ([a-z_][a-z0-9_-]{0,31})", o.SSHUser)
+	}
+	if o.SSHPort < 1 || o.SSHPort > 65535 {
+		return fmt.Errorf("--ssh-port %d: want 1 to 65535", o.SSHPort)
+	}
+	return nil
+}
+
+// sshMultiplexing are kubespray's own ssh_args (its ansible.cfg), kept for speed.
+const sshMultiplexing = "-o ControlMaster=auto -o ControlPersist=30m -o ConnectionAttempts=100"
+
+// hostKeyArgs are the ssh options that check (or, when asked, ignore) host keys. They are
+// built from fixed strings and the validated known_hosts path only.
+func (o Options) hostKeyArgs() string {
+	if o.InsecureIgnoreHostKey {
+		return "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+	}
+	return "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + o.KnownHosts
+}
+
+// Build returns the ansible-playbook invocation for o, which must have passed Validate.
+// program is the resolved path of o.AnsiblePlaybook, environ the environment to extend.
+//
+//	ansible-playbook -i INVENTORY --private-key KEY -u USER -b -e @EXTRA_VARS -e SSH_VARS PLAYBOOK
+//
+// SSH_VARS is a JSON object (port, ssh args, host-key checking) after the CR's vars file,
+// so that it wins over anything the file or the inventory says.
+func Build(o Options, program string, environ []string) (Invocation, error) {
+	if err := o.Validate(); err != nil {
+		return Invocation{}, err
+	}
+	checking := !o.InsecureIgnoreHostKey
+	sshArgs := sshMultiplexing + " " + o.hostKeyArgs()
+	sshVars, err := json.Marshal(map[string]any{
+		"ansible_port":                  o.SSHPort,
+		"ansible_ssh_args":              sshArgs,
+		"ansible_ssh_common_args":       o.hostKeyArgs(),
+		"ansible_host_key_checking":     checking,
+		"ansible_ssh_host_key_checking": checking,
+	})
+	if err != nil {
+		return Invocation{}, err
+	}
+	args := []string{
+		o.AnsiblePlaybook,
+		"-i", o.Inventory,
+		"--private-key", o.SSHKey,
+		"-u", o.SSHUser,
+		"-b",
+		"-e", "@" + o.ExtraVars,
+		"-e", string(sshVars),
+		o.Playbook,
+	}
+	env := make([]string, 0, len(environ)+2)
+	for _, kv := range environ {
+		// Ours replace any inherited value; the image's ansible.cfg is overridden by both.
+		if !strings.HasPrefix(kv, "ANSIBLE_HOST_KEY_CHECKING=") && !strings.HasPrefix(kv, "ANSIBLE_SSH_ARGS=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, fmt.Sprintf("ANSIBLE_HOST_KEY_CHECKING=%t", checking), "ANSIBLE_SSH_ARGS="+sshArgs)
+	return Invocation{Path: program, Args: args, Env: env}, nil
+}
+
+// checkFiles checks what Validate cannot: that the inputs exist and make sense.
+func (o Options) checkFiles() error {
+	for _, f := range []struct{ what, path string }{
+		{"inventory", o.Inventory}, {"extra vars", o.ExtraVars}, {"SSH private key", o.SSHKey},
+	} {
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.what, err)
+		}
+		if !fi.Mode().IsRegular() || fi.Size() == 0 {
+			return fmt.Errorf("%s %s: not a non-empty file", f.what, f.path)
+		}
+	}
+	vars, err := os.ReadFile(o.ExtraVars)
+	if err != nil {
+		return err
+	}
+	if err := inventory.CheckExtraVars(vars); err != nil {
+		return fmt.Errorf("%s: %w", o.ExtraVars, err)
+	}
+	if o.InsecureIgnoreHostKey {
+		return nil
+	}
+	kh, err := os.ReadFile(o.KnownHosts)
+	if err != nil {
+		return fmt.Errorf("known_hosts: %w (add the hosts' public keys to the SSH Secret under known_hosts, or set spec.ssh.insecureIgnoreHostKey)", err)
+	}
+	for _, line := range strings.Split(string(kh), "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			return nil
+		}
+	}
+	return fmt.Errorf("known_hosts %s holds no host key: add the hosts' public keys to the SSH Secret under known_hosts, or set spec.ssh.insecureIgnoreHostKey", o.KnownHosts)
+}
+
+// Run validates everything, then runs ansible-playbook with the step's stdout and stderr.
+func Run(ctx context.Context, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(o.Playbook); err != nil {
+		return fmt.Errorf("playbook: %w (the step runs in the kubespray checkout of the kubespray image)", err)
+	}
+	if err := o.checkFiles(); err != nil {
+		return err
+	}
+	program, err := exec.LookPath(o.AnsiblePlaybook)
+	if err != nil {
+		return fmt.Errorf("--ansible-playbook: %w", err)
+	}
+	inv, err := Build(o, program, os.Environ())
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)
+	cmd.Args[0] = inv.Args[0]
+	cmd.Env = inv.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	// On SIGTERM (the pod being stopped) let ansible-playbook stop its forks, then kill it.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
+	fmt.Printf("running %s\n", strings.Join(inv.Args, " "))
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("ansible-playbook %s failed (%v); its log above names the failed hosts and tasks", o.Playbook, exit)
+		}
+		return fmt.Errorf("running ansible-playbook: %w", err)
+	}
+	return nil
+}
