@@ -2,11 +2,14 @@
 package bpatest
 
 import (
+	_ "embed"
+
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sigs.k8s.io/yaml"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -25,11 +28,28 @@ import (
 
 // InstallCRDs creates BPA's CRDs and waits until they are served.
 func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
-	c, err := apiextensions.NewForConfig(cfg)
+	crds, err := validation.CRDs()
 	if err != nil {
 		return err
 	}
-	crds, err := validation.CRDs()
+	return createCRDs(ctx, cfg, crds)
+}
+
+//go:embed crds/metal3.io_baremetalhosts.yaml
+var bareMetalHostCRD []byte
+
+// InstallBareMetalHostCRD creates metal3's BareMetalHost CRD, generated from the pinned
+// metal3 API module (`make metal3-crd`).
+func InstallBareMetalHostCRD(ctx context.Context, cfg *rest.Config) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(bareMetalHostCRD, crd); err != nil {
+		return err
+	}
+	return createCRDs(ctx, cfg, []*apiextensionsv1.CustomResourceDefinition{crd})
+}
+
+func createCRDs(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	c, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,11 @@ const SSHD = "/usr/sbin/sshd"
 
 // Cluster is a set of simulated hosts sharing one client key and one known_hosts file.
 type Cluster struct {
+	// Port, when set before the first Start, is the SSH port of every host, as on a real
+	// site where one CR names one port; each host still has its own IP. Zero picks a free
+	// port per host.
+	Port int
+
 	t              testing.TB
 	dir            string
 	clientKeyPath  string
@@ -177,9 +182,12 @@ func (h *Host) setUp(t testing.TB) {
 // the port was taken meanwhile.
 func (h *Host) launch(t testing.TB) error {
 	t.Helper()
-	port, err := freePort(h.IP)
-	if err != nil {
-		return err
+	port := h.cluster.Port
+	if port == 0 {
+		var err error
+		if port, err = freePort(h.IP); err != nil {
+			return err
+		}
 	}
 	h.Port = port
 	config := fmt.Sprintf(`# simhost %s
@@ -319,6 +327,9 @@ func (h *Host) KnownHostsPath() string { return h.cluster.knownHostsPath }
 
 // Dir is the host's state directory.
 func (h *Host) Dir() string { return h.dir }
+
+// KubernetesDir is the directory the host sees as /etc/kubernetes.
+func (h *Host) KubernetesDir() string { return h.path("kubernetes") }
 
 func (h *Host) path(elem ...string) string { return filepath.Join(append([]string{h.dir}, elem...)...) }
 

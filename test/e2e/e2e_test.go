@@ -1,0 +1,488 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/sim"
+)
+
+const runTimeout = 4 * time.Minute
+
+type env struct {
+	*sim.Site
+	t   *testing.T
+	ctx context.Context
+}
+
+// TestE2E runs the scenarios on one simulated site, one after another: each uses its own
+// cluster and hosts, so none depends on another's leftovers.
+func TestE2E(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	site := sim.New(t, sim.Options{})
+	e := &env{Site: site, t: t, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("controller log (tail):\n" + tail(site.ControllerLog(), 60))
+		}
+	})
+
+	t.Run("a/examples-provision", e.scenarioExamples)
+	t.Run("b/lease-appears-later", e.scenarioLateLease)
+	t.Run("c/kubespray-fails-then-argo-retry", e.scenarioRetry)
+	t.Run("d/argo-submit-from-template", e.scenarioSubmitFrom)
+	t.Run("e/controller-killed-mid-run", e.scenarioControllerRestart)
+	t.Run("f/deleted-mid-run", e.scenarioDeleteMidRun)
+	t.Run("g/one-run-per-cluster", e.scenarioClusterMutex)
+}
+
+// ---- scenario a: every provisioning example reaches Succeeded ----
+
+func (e *env) scenarioExamples(t *testing.T) {
+	e.addExampleHosts(t)
+	files, err := filepath.Glob("../../examples/provisioning-*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			p := loadProvisioning(t, f)
+			e.create(t, p)
+			got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+			e.assertProvisioned(t, got)
+			if strings.Contains(f, "mac-and-resources") {
+				e.softwareOnExample(t, got)
+			}
+			e.deleteAndCheckCleanup(t, got)
+		})
+	}
+}
+
+func (e *env) addExampleHosts(t *testing.T) {
+	files, err := filepath.Glob("../../examples/bmh/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "examples/bmh holds the example BareMetalHosts")
+	var hosts []metal3v1.BareMetalHost
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		objs, err := validation.ReadDocuments(data)
+		require.NoError(t, err)
+		for _, u := range objs {
+			hosts = append(hosts, toBMHs(t, u)...)
+		}
+	}
+	// Examples share machines (one MAC in two samples): create each host once.
+	seen := map[string]bool{}
+	unique := hosts[:0]
+	for _, h := range hosts {
+		if !seen[h.Name] {
+			seen[h.Name] = true
+			unique = append(unique, h)
+		}
+	}
+	e.AddHosts(e.ctx, unique)
+}
+
+func toBMHs(t *testing.T, u *unstructured.Unstructured) []metal3v1.BareMetalHost {
+	if u.IsList() {
+		var out []metal3v1.BareMetalHost
+		list, err := u.ToList()
+		require.NoError(t, err)
+		for i := range list.Items {
+			out = append(out, toBMHs(t, &list.Items[i])...)
+		}
+		return out
+	}
+	if u.GetKind() != "BareMetalHost" {
+		return nil
+	}
+	var h metal3v1.BareMetalHost
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &h))
+	return []metal3v1.BareMetalHost{h}
+}
+
+func (e *env) assertProvisioned(t *testing.T, p *bpav1.Provisioning) {
+	cluster := p.Labels["cluster"]
+	require.Len(t, p.Status.Steps, 6)
+	for _, s := range p.Status.Steps {
+		assert.Equal(t, "Succeeded", s.Phase, s.Name)
+	}
+	assert.Equal(t, "6/6", p.Status.Progress)
+	require.NotEmpty(t, p.Status.Hosts)
+	for _, h := range p.Status.Hosts {
+		assert.NotEmpty(t, h.IP, h.Name)
+		assert.NotEmpty(t, h.BareMetalHost, h.Name)
+	}
+	assert.Equal(t, cluster+"-kubeconfig", p.Status.KubeconfigSecretName)
+	assert.True(t, isTrue(p.Status.Conditions, bpav1.ConditionReady))
+
+	sec := &corev1.Secret{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-kubeconfig"}, sec))
+	cfg, err := clientcmd.Load(sec.Data["value"])
+	require.NoError(t, err, "the published kubeconfig parses")
+	master := firstMaster(p)
+	for _, c := range cfg.Clusters {
+		assert.Contains(t, c.Server, "https://"+master.IP+":", "the kubeconfig points at the first master")
+	}
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-configmap"}, cm))
+	for _, h := range p.Status.Hosts {
+		for _, r := range h.Roles {
+			assert.Equal(t, h.IP, cm.Data[strings.ToUpper(r)+"_"+h.Name], "%s %s", r, h.Name)
+		}
+	}
+	// No secret in any Workflow parameter.
+	for _, wf := range e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name) {
+		for _, par := range wf.Spec.Arguments.Parameters {
+			assert.NotContains(t, par.Value.String(), "PRIVATE KEY")
+		}
+	}
+}
+
+func firstMaster(p *bpav1.Provisioning) bpav1.HostStatus {
+	var masters []bpav1.HostStatus
+	for _, h := range p.Status.Hosts {
+		for _, r := range h.Roles {
+			if r == "master" {
+				masters = append(masters, h)
+			}
+		}
+	}
+	sort.Slice(masters, func(i, j int) bool { return masters[i].Name < masters[j].Name })
+	return masters[0]
+}
+
+// softwareOnExample applies the example Software to the cluster just built and checks the
+// per-host versions in its status.
+func (e *env) softwareOnExample(t *testing.T, p *bpav1.Provisioning) {
+	data, err := os.ReadFile("../../examples/software.yaml")
+	require.NoError(t, err)
+	docs, problems := validation.ValidateFile(e.ctx, "software.yaml", data)
+	require.Empty(t, problems)
+	s := docs[0].Object.(*bpav1.Software)
+	require.Equal(t, p.Labels["cluster"], s.Labels["cluster"])
+	s.Namespace = e.Namespace
+	s.Spec.SSH = &bpav1.SSHConfig{Port: int32(e.SSH.Port)}
+	require.NoError(t, e.Client.Create(e.ctx, s))
+	got := &bpav1.Software{}
+	e.waitFor(t, got, s.Name, func() bool { return got.Status.Phase == bpav1.PhaseSucceeded }, "Software Succeeded")
+	require.Len(t, got.Status.HostSoftware, len(p.Status.Hosts))
+	for _, h := range got.Status.HostSoftware {
+		assert.Equal(t, "Succeeded", h.Phase, h.Name)
+		for _, pkg := range h.Packages {
+			assert.NotEmpty(t, pkg.Installed, "%s %s", h.Name, pkg.Name)
+			if pkg.Name == "jq" && strings.HasPrefix(h.Name, "master") {
+				assert.Equal(t, "1.5+dfsg-1ubuntu0.1", pkg.Installed, h.Name)
+			}
+		}
+	}
+	require.NoError(t, e.Client.Delete(e.ctx, got))
+}
+
+func (e *env) deleteAndCheckCleanup(t *testing.T, p *bpav1.Provisioning) {
+	cluster := p.Labels["cluster"]
+	require.NoError(t, e.Client.Delete(e.ctx, p))
+	e.waitGone(t, p)
+	assert.Empty(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name), "Workflows are deleted")
+	for _, o := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
+		name := cluster + "-kubeconfig"
+		if _, ok := o.(*corev1.ConfigMap); ok {
+			name = cluster + "-configmap"
+		}
+		err := e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, o)
+		assert.True(t, apierrors.IsNotFound(err), "%s is deleted: %v", name, err)
+	}
+	hosts := &metal3v1.BareMetalHostList{}
+	require.NoError(t, e.Client.List(e.ctx, hosts, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.HostClaimLabel: cluster}))
+	assert.Empty(t, hosts.Items, "host claims are released")
+}
+
+// ---- scenario b: a lease that appears later ----
+
+func (e *env) scenarioLateLease(t *testing.T) {
+	p := e.newCluster(t, "late-lease", 110, 1, 1)
+	late := &metal3v1.BareMetalHost{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: "late-lease-w1"}, late))
+	ip := late.Status.HardwareDetails.NIC[0].IP
+	late.Status.HardwareDetails.NIC[0].IP = ""
+	require.NoError(t, e.Client.Status().Update(e.ctx, late))
+
+	e.create(t, p)
+	// Wait until resolve-leases has failed at least once for want of the lease.
+	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "resolve-leases to fail once", func(wf *wfv1.Workflow) bool {
+		for _, n := range wf.Status.Nodes {
+			if strings.HasPrefix(n.DisplayName, "resolve-leases(") && n.Phase == wfv1.NodeFailed {
+				return true
+			}
+		}
+		return false
+	})
+	// DHCP answers: the host's NIC gets its address.
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(late), late))
+	late.Status.HardwareDetails.NIC[0].IP = ip
+	require.NoError(t, e.Client.Status().Update(e.ctx, late))
+	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+	e.assertProvisioned(t, got)
+}
+
+// ---- scenario c: kubespray fails, then `argo retry` ----
+
+func (e *env) scenarioRetry(t *testing.T) {
+	p := e.newCluster(t, "retry", 120, 1, 1)
+	require.NoError(t, os.WriteFile(e.FailFile, nil, 0o644))
+	e.create(t, p)
+	failed := e.waitPhase(t, p.Name, bpav1.PhaseFailed)
+	assert.Contains(t, failed.Status.Message, "step run-kubespray failed")
+	assert.Contains(t, failed.Status.Message, "injected failure")
+	assert.True(t, isTrue(failed.Status.Conditions, bpav1.ConditionStalled))
+
+	require.NoError(t, os.Remove(e.FailFile))
+	out, err := e.Rig.Argo(e.ctx, "retry", failed.Status.Workflow.Name)
+	require.NoError(t, err, out)
+	e.waitPhase(t, p.Name, bpav1.PhaseRunning)
+	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+	assert.Equal(t, failed.Status.Workflow.Name, got.Status.Workflow.Name, "retried in place")
+	e.assertProvisioned(t, got)
+}
+
+// ---- scenario d: `argo submit --from workflowtemplate/bpa-provision` is mirrored ----
+
+func (e *env) scenarioSubmitFrom(t *testing.T) {
+	p := e.newCluster(t, "adhoc", 130, 1, 1)
+	e.create(t, p)
+	first := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+
+	out, err := e.Rig.Argo(e.ctx, "submit", "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+p.Name, "-o", "name")
+	require.NoError(t, err, out)
+	name := strings.TrimSpace(out)
+	require.NotEqual(t, first.Status.Workflow.Name, name)
+	got := &bpav1.Provisioning{}
+	e.waitFor(t, got, p.Name, func() bool {
+		return got.Status.Workflow != nil && got.Status.Workflow.Name == name && got.Status.Phase == bpav1.PhaseSucceeded
+	}, "the ad-hoc run mirrored and Succeeded")
+	e.assertProvisioned(t, got)
+	assert.Len(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name), 2, "the ad-hoc run starts no controller run")
+}
+
+// ---- scenario e: the controller dies mid-run ----
+
+func (e *env) scenarioControllerRestart(t *testing.T) {
+	p := e.newCluster(t, "restart", 140, 1, 2)
+	e.create(t, p)
+	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "the run to start", func(wf *wfv1.Workflow) bool {
+		return wf.Status.Phase == wfv1.WorkflowRunning
+	})
+	e.StopController(true)
+	time.Sleep(2 * time.Second) // let the run move on while nobody mirrors it
+	e.StartController()
+	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+	e.assertProvisioned(t, got)
+	assert.Len(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name), 1, "no duplicate Workflow")
+}
+
+// ---- scenario f: the CR is deleted mid-run ----
+
+func (e *env) scenarioDeleteMidRun(t *testing.T) {
+	p := e.newCluster(t, "delete", 150, 1, 1)
+	e.create(t, p)
+	e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+	// Start a second run and delete the CR while it is going: the published objects of the
+	// first run, the Workflows and the claims must all go.
+	got := &bpav1.Provisioning{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), got))
+	got.Annotations = map[string]string{bpav1.RerunAnnotation: "1"}
+	require.NoError(t, e.Client.Update(e.ctx, got))
+	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "the rerun to start", func(wf *wfv1.Workflow) bool {
+		return wf.Annotations[bpav1.RerunAnnotation] == "1" && wf.Status.Phase == wfv1.WorkflowRunning
+	})
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), got))
+	e.deleteAndCheckCleanup(t, got)
+}
+
+// ---- scenario g: two CRs of one cluster never run at once ----
+
+func (e *env) scenarioClusterMutex(t *testing.T) {
+	a := e.newCluster(t, "shared", 160, 1, 1)
+	b := e.newCluster(t, "shared-b", 170, 1, 1)
+	b.Labels["cluster"] = a.Labels["cluster"]
+	e.create(t, a)
+	e.create(t, b)
+	deadline := time.Now().Add(runTimeout)
+	for {
+		list := &wfv1.WorkflowList{}
+		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ClusterNameLabel: a.Labels["cluster"]}))
+		running, done := 0, 0
+		for _, wf := range list.Items {
+			switch {
+			case wf.Status.Phase == wfv1.WorkflowRunning:
+				running++
+			case wf.Status.Fulfilled():
+				done++
+			}
+		}
+		require.LessOrEqual(t, running, 1, "two Workflows of one cluster are running at once")
+		if done == 2 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "both runs should finish")
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range []*bpav1.Provisioning{a, b} {
+		e.assertProvisioned(t, e.waitPhase(t, p.Name, bpav1.PhaseSucceeded))
+	}
+}
+
+// ---- helpers ----
+
+func loadProvisioning(t *testing.T, path string) *bpav1.Provisioning {
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	docs, problems := validation.ValidateFile(context.Background(), path, data)
+	require.Empty(t, problems)
+	require.NotEmpty(t, docs)
+	return docs[0].Object.(*bpav1.Provisioning)
+}
+
+// create applies a Provisioning the way an operator would: its SSH Secret first, then the CR
+// (pointed at the simulated machines' SSH port).
+func (e *env) create(t *testing.T, p *bpav1.Provisioning) {
+	p.Namespace = e.Namespace
+	if p.Spec.SSH == nil {
+		p.Spec.SSH = &bpav1.SSHConfig{}
+	}
+	p.Spec.SSH.Port = int32(e.SSH.Port)
+	e.CreateSSHSecret(e.ctx, p.Labels["cluster"])
+	require.NoError(t, e.Client.Create(e.ctx, p))
+}
+
+// newCluster makes BareMetalHosts, machines and a Provisioning (not yet applied) for a
+// cluster of its own: masters m1.., workers w1.., at 127.0.1.<base>...
+func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) *bpav1.Provisioning {
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"cluster": name}}}
+	var hosts []metal3v1.BareMetalHost
+	add := func(role string, i int) bpav1.NodeEntry {
+		n := base + len(hosts)
+		node := fmt.Sprintf("%s%d", role, i)
+		mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
+		hosts = append(hosts, metal3v1.BareMetalHost{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + node},
+			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
+			Status: metal3v1.BareMetalHostStatus{
+				OperationalStatus: metal3v1.OperationalStatusOK,
+				HardwareDetails: &metal3v1.HardwareDetails{
+					CPU:          metal3v1.CPU{Count: 8},
+					RAMMebibytes: 16384,
+					NIC:          []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: "127.0.1." + strconv.Itoa(n)}},
+				},
+			},
+		})
+		return bpav1.NodeEntry{node: {MACAddress: mac}}
+	}
+	for i := 1; i <= masters; i++ {
+		p.Spec.Masters = append(p.Spec.Masters, add("m", i))
+	}
+	for i := 1; i <= workers; i++ {
+		p.Spec.Workers = append(p.Spec.Workers, add("w", i))
+	}
+	e.AddHosts(e.ctx, hosts)
+	return p
+}
+
+func (e *env) waitFor(t *testing.T, obj client.Object, name string, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(runTimeout)
+	for {
+		err := e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, obj)
+		if err == nil && cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s of %s (last error %v); object: %+v", what, name, err, obj)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) waitPhase(t *testing.T, name string, phase bpav1.RunPhase) *bpav1.Provisioning {
+	t.Helper()
+	p := &bpav1.Provisioning{}
+	e.waitFor(t, p, name, func() bool {
+		if phase == bpav1.PhaseSucceeded && (p.Status.Phase == bpav1.PhaseFailed || p.Status.Phase == bpav1.PhaseError) {
+			t.Fatalf("%s %s, waiting for Succeeded: %s", name, p.Status.Phase, p.Status.Message)
+		}
+		return p.Status.Phase == phase
+	}, "phase "+string(phase))
+	return p
+}
+
+func (e *env) waitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := e.Client.Get(e.ctx, client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s was not deleted: finalizers %v", obj.GetName(), obj.GetFinalizers())
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) workflowsOf(t *testing.T, label, name string) []wfv1.Workflow {
+	list := &wfv1.WorkflowList{}
+	require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{label: name}))
+	return list.Items
+}
+
+func (e *env) waitWorkflow(t *testing.T, label, name, what string, cond func(*wfv1.Workflow) bool) {
+	t.Helper()
+	deadline := time.Now().Add(runTimeout)
+	for time.Now().Before(deadline) {
+		for _, wf := range e.workflowsOf(t, label, name) {
+			if cond(&wf) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func isTrue(conds []metav1.Condition, typ string) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

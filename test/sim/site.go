@@ -1,0 +1,383 @@
+// Package sim starts a whole simulated bare-metal site for the e2e tests and `make demo`:
+// a real etcd, kube-apiserver and Argo workflow-controller (test/rig); BPA's CRDs, admission
+// policies and step RBAC; the real BPA controller binary; BareMetalHosts whose machines are
+// real sshd processes on loopback addresses (test/simhost); an "application" apiserver for
+// the clusters being built; and a stand-in kubelet (test/kubelet) that runs the step pods as
+// local processes.
+//
+// SIMULATED, and only these: pod execution (the stand-in kubelet) and kubespray's own run
+// (test/kubespraysim). Every BPA step runs its real code against real components.
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/test/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/kubelet"
+	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
+	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/simhost"
+)
+
+// KubesprayImage is the repository of the default kubespray image, which the stand-in
+// kubelet answers with the simulated kubespray.
+const KubesprayImage = "quay.io/kubespray/kubespray"
+
+// MaybeRunKubespray must be called first thing in TestMain (or main) of any binary that
+// starts a Site: the simulated kubespray is this same binary, run as `ansible-playbook`.
+func MaybeRunKubespray() {
+	if filepath.Base(os.Args[0]) == "ansible-playbook" {
+		os.Exit(kubespraysim.Main(os.Args[1:]))
+	}
+}
+
+// Options configure a Site.
+type Options struct {
+	// Log receives the rig's process output and the stand-in kubelet's lines (default: none;
+	// everything also goes to files under the rig's directory).
+	Log io.Writer
+}
+
+// Site is a running simulated site.
+type Site struct {
+	T         testing.TB
+	Rig       *rig.Rig
+	App       *rig.AppAPIServer
+	Client    client.Client
+	Kubelet   *kubelet.Kubelet
+	SSH       *simhost.Cluster
+	Namespace string
+	// BPA is the bpa binary the controller and the steps run.
+	BPA string
+	// FailFile makes the simulated kubespray fail while it exists.
+	FailFile string
+
+	mu    sync.Mutex
+	hosts map[string]*simhost.Host // by IP
+	ctrl  *exec.Cmd
+	dir   string
+}
+
+// New starts a site for t; everything stops in t.Cleanup.
+func New(t testing.TB, opts Options) *Site {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := &Site{T: t, hosts: map[string]*simhost.Host{}, dir: t.TempDir()}
+	s.BPA = buildBPA(t)
+	s.Rig = rig.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log})
+	s.Namespace = s.Rig.Namespace
+	cfg := s.Rig.RESTConfig
+
+	must(t, bpatest.InstallCRDs(ctx, cfg), "installing BPA CRDs")
+	must(t, bpatest.InstallBareMetalHostCRD(ctx, cfg), "installing the BareMetalHost CRD")
+	must(t, bpatest.InstallAdmissionPolicy(ctx, cfg), "installing the admission policies")
+	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	must(t, err, "client")
+	s.Client = c
+	must(t, s.installStepRBAC(ctx), "installing the step service account and role")
+
+	s.App, err = s.Rig.StartAppAPIServer(ctx)
+	must(t, err, "starting the application apiserver")
+
+	s.SSH = simhost.NewCluster(t)
+	s.SSH.Port = freeLoopbackPort(t)
+	s.FailFile = filepath.Join(s.dir, "kubespray-fails")
+
+	logf := func(format string, args ...any) {}
+	if opts.Log != nil {
+		logf = func(format string, args ...any) { fmt.Fprintf(opts.Log, "[kubelet] "+format+"\n", args...) }
+	}
+	s.Kubelet, err = kubelet.Start(context.Background(), kubelet.Options{
+		Config:           cfg,
+		Kubeconfig:       s.Rig.Kubeconfig,
+		AsServiceAccount: true,
+		Namespace:        s.Namespace,
+		Executables:      map[string]string{"bpa": s.BPA},
+		Runners:          map[string]kubelet.Runner{KubesprayImage: s.runKubespray},
+		Concurrency:      6,
+		Logf:             logf,
+	})
+	must(t, err, "starting the stand-in kubelet")
+	t.Cleanup(s.Kubelet.Stop)
+
+	s.StartController()
+	t.Cleanup(func() { s.StopController(false) })
+	return s
+}
+
+func must(t testing.TB, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// buildBPA builds cmd/bpa once per process, so the tests run the code under test.
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+func buildBPA(t testing.TB) string {
+	buildOnce.Do(func() {
+		root, err := rig.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(root, "bin", "bpa-test")
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/bpa")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/bpa: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+func freeLoopbackPort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err, "finding a free port")
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// installStepRBAC creates the bpa-step ServiceAccount and the Role of config/rbac, so the
+// steps run with exactly the permissions a real deployment gives them.
+func (s *Site) installStepRBAC(ctx context.Context) error {
+	root, err := rig.RepoRoot()
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config/rbac/step_role.yaml"))
+	if err != nil {
+		return err
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	role, binding := &rbacv1.Role{}, &rbacv1.RoleBinding{}
+	if err := yaml.Unmarshal([]byte(docs[0]), role); err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal([]byte(docs[1]), binding); err != nil {
+		return err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bpa-step"}}
+	for _, o := range []client.Object{sa, role, binding} {
+		o.SetNamespace(s.Namespace)
+		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for i := range binding.Subjects {
+		binding.Subjects[i].Namespace = s.Namespace
+	}
+	return s.Client.Update(ctx, binding)
+}
+
+// runKubespray runs the run-kubespray step pod: the real `bpa step run-kubespray` (the
+// init container's copy of bpa is this build), with the SIMULATED kubespray first in PATH
+// as ansible-playbook.
+func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
+	simDir := filepath.Join(s.dir, "kubespray-sim")
+	if err := os.MkdirAll(simDir, 0o755); err != nil {
+		return 0, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	link := filepath.Join(simDir, "ansible-playbook")
+	if _, err := os.Lstat(link); err != nil {
+		if err := os.Symlink(self, link); err != nil && !os.IsExist(err) {
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	dirs := map[string]string{}
+	for ip, h := range s.hosts {
+		dirs[ip] = h.KubernetesDir()
+	}
+	s.mu.Unlock()
+	dirsJSON, _ := json.Marshal(dirs)
+
+	// A kubespray checkout, as the image has at its working directory; the playbook itself
+	// is never read, since ansible-playbook is simulated.
+	checkout := filepath.Join(s.dir, "kubespray-checkout")
+	if err := os.MkdirAll(checkout, 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(checkout, "cluster.yml"), []byte("# SIMULATED kubespray checkout\n"), 0o644); err != nil {
+		return 0, err
+	}
+	e.Dir = checkout
+	e.Command = append([]string{s.BPA}, e.Command[1:]...)
+	env := []string{
+		kubespraysim.EnvAppKubeconfig + "=" + s.App.Kubeconfig,
+		kubespraysim.EnvKubeDirs + "=" + string(dirsJSON),
+		kubespraysim.EnvFailFile + "=" + s.FailFile,
+	}
+	for _, kv := range e.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			kv = "PATH=" + simDir + ":" + v
+		}
+		env = append(env, kv)
+	}
+	if !hasPath(env) {
+		env = append(env, "PATH="+simDir+":/usr/local/bin:/usr/bin:/bin")
+	}
+	e.Env = env
+	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray is simulated by test/kubespraysim; the run-kubespray step itself is real")
+	return kubelet.ExecRunner(ctx, e)
+}
+
+func hasPath(env []string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			return true
+		}
+	}
+	return false
+}
+
+// StartController starts the real `bpa controller` binary against the rig.
+func (s *Site) StartController() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	logFile, err := os.OpenFile(filepath.Join(s.Rig.Dir, "logs", "bpa-controller.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	must(s.T, err, "controller log")
+	cmd := exec.Command(s.BPA, "controller", "--namespaces="+s.Namespace,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Rig.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	must(s.T, cmd.Start(), "starting bpa controller")
+	s.ctrl = cmd
+	go func() { _ = cmd.Wait(); logFile.Close() }()
+}
+
+// StopController stops the controller: with kill, at once and without warning (SIGKILL),
+// as a crash would.
+func (s *Site) StopController(kill bool) {
+	s.mu.Lock()
+	cmd := s.ctrl
+	s.ctrl = nil
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && syscall.Kill(cmd.Process.Pid, 0) == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// ControllerLog is the controller's output so far.
+func (s *Site) ControllerLog() string {
+	b, _ := os.ReadFile(filepath.Join(s.Rig.Dir, "logs", "bpa-controller.log"))
+	return string(b)
+}
+
+// AddHosts creates BareMetalHosts (with their status) and starts a simulated machine, with a
+// real sshd, at each host's NIC IP.
+func (s *Site) AddHosts(ctx context.Context, hosts []metal3v1.BareMetalHost) {
+	t := s.T
+	t.Helper()
+	for i := range hosts {
+		h := hosts[i].DeepCopy()
+		status := h.Status
+		h.Namespace, h.ResourceVersion = s.Namespace, ""
+		must(t, s.Client.Create(ctx, h), "creating BareMetalHost "+h.Name)
+		h.Status = status
+		must(t, s.Client.Status().Update(ctx, h), "setting BareMetalHost status "+h.Name)
+		if hw := status.HardwareDetails; hw != nil {
+			for _, nic := range hw.NIC {
+				if nic.IP != "" {
+					s.StartMachine(h.Name, nic.IP)
+				}
+			}
+		}
+	}
+}
+
+// StartMachine starts a simulated machine at ip, unless one runs there.
+func (s *Site) StartMachine(name, ip string) *simhost.Host {
+	s.mu.Lock()
+	h, ok := s.hosts[ip]
+	s.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = s.SSH.Start(name, ip)
+	h.SetAvailable(Repository)
+	s.mu.Lock()
+	s.hosts[ip] = h
+	s.mu.Unlock()
+	return h
+}
+
+// Repository is what the simulated machines' apt repository offers for unpinned installs.
+var Repository = map[string]string{
+	"curl": "7.88.1-10+deb12u5", "htop": "3.2.2-2", "jq": "1.6-2.1", "maven": "3.8.7-1",
+	"tmux": "3.3a-3", "expect": "5.45.4-2+b1", "python": "2.7.18-3", "nautilus": "43.2-1",
+}
+
+// Machine returns the simulated machine at ip.
+func (s *Site) Machine(ip string) *simhost.Host {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hosts[ip]
+}
+
+// CreateSSHSecret creates <cluster>-ssh with the site's client key and every machine's
+// host key, as an operator would before applying a CR.
+func (s *Site) CreateSSHSecret(ctx context.Context, cluster string) {
+	key, err := os.ReadFile(s.SSH.ClientKeyPath())
+	must(s.T, err, "reading the client key")
+	known, err := os.ReadFile(s.SSH.KnownHostsPath())
+	must(s.T, err, "reading known_hosts")
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-ssh", Namespace: s.Namespace},
+		Type:       corev1.SecretTypeSSHAuth,
+		Data:       map[string][]byte{corev1.SSHAuthPrivateKey: key, "known_hosts": known},
+	}
+	if err := s.Client.Create(ctx, sec); apierrors.IsAlreadyExists(err) {
+		err = s.Client.Update(ctx, sec)
+	}
+	must(s.T, err, "creating the SSH Secret")
+}
+
+// SSHPortString is the port every simulated machine listens on, for spec.ssh.port.
+func (s *Site) SSHPortString() string { return strconv.Itoa(s.SSH.Port) }
