@@ -38,9 +38,8 @@ type Observation struct {
 // detail is instead of failing.
 func Observe(wf *wfv1.Workflow, steps []string) Observation {
 	o := Observation{
-		Phase:    runPhase(wf.Status.Phase),
-		Progress: string(wf.Status.Progress),
-		Message:  wf.Status.Message,
+		Phase:   runPhase(wf.Status.Phase),
+		Message: wf.Status.Message,
 	}
 	if !wf.Status.StartedAt.IsZero() {
 		o.StartedAt = wf.Status.StartedAt.DeepCopy()
@@ -58,6 +57,7 @@ func Observe(wf *wfv1.Workflow, steps []string) Observation {
 		nodes = c.Status.Nodes
 	}
 	if wf.Status.IsOffloadNodeStatus() && len(nodes) == 0 {
+		o.Progress = string(wf.Status.Progress)
 		o.Message = joinMessages(o.Message, "step detail is offloaded to Argo's database; see `argo get "+wf.Name+"` or the Argo UI")
 		return o
 	}
@@ -77,6 +77,15 @@ func Observe(wf *wfv1.Workflow, steps []string) Observation {
 		}
 		o.Steps = append(o.Steps, st)
 	}
+	// Progress counts BPA's steps, not Argo's pods: retries and the ad-hoc lookup would
+	// otherwise make a finished run read 6/7.
+	done := 0
+	for _, st := range o.Steps {
+		if st.Phase == string(wfv1.NodeSucceeded) {
+			done++
+		}
+	}
+	o.Progress = fmt.Sprintf("%d/%d", done, len(o.Steps))
 	for _, s := range hostOutputSteps {
 		if n, ok := byStep[s]; ok && n.Phase == wfv1.NodeSucceeded {
 			if hosts, ok := hostsOutput(n); ok {

@@ -55,7 +55,7 @@ func failedProvisioning() *wfv1.Workflow {
 func TestObserveFailedRunNamesTheFailingStep(t *testing.T) {
 	o := Observe(failedProvisioning(), translator.ProvisioningSteps)
 	assert.Equal(t, bpav1.PhaseFailed, o.Phase)
-	assert.Equal(t, "3/4", o.Progress)
+	assert.Equal(t, "3/6", o.Progress, "progress counts BPA steps, not pods")
 	assert.Equal(t, "step run-kubespray failed: ansible-playbook exited 2: UNREACHABLE master-1", o.Message)
 	require.Len(t, o.Steps, 6)
 	var phases []string

@@ -324,9 +324,10 @@ func (e *env) scenarioDeleteMidRun(t *testing.T) {
 // ---- scenario g: two CRs of one cluster never run at once ----
 
 func (e *env) scenarioClusterMutex(t *testing.T) {
+	// Two CRs naming the same cluster and hosts, as ICN's samples do for cluster-xyz.
 	a := e.newCluster(t, "shared", 160, 1, 1)
-	b := e.newCluster(t, "shared-b", 170, 1, 1)
-	b.Labels["cluster"] = a.Labels["cluster"]
+	b := a.DeepCopy()
+	b.Name = "shared-b"
 	e.create(t, a)
 	e.create(t, b)
 	deadline := time.Now().Add(runTimeout)

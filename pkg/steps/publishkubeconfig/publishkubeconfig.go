@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -150,6 +151,7 @@ func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.P
 		s.Labels = withLabel(s.Labels, bpav1.ClusterNameLabel, cluster)
 		s.Annotations = withLabel(s.Annotations, kubeconfig.WorkflowAnnotation, o.workflowName)
 		s.Data = map[string][]byte{kubeconfig.SecretKey: conf}
+		takeOver(s, p)
 		return controllerutil.SetControllerReference(p, s, c.Scheme())
 	})
 	if err != nil {
@@ -172,12 +174,29 @@ func (o *options) publishConfigMap(ctx context.Context, c client.Client, p *bpav
 		}
 		cm.Data = data
 		cm.Labels = withLabel(cm.Labels, bpav1.ClusterNameLabel, cluster)
+		takeOver(cm, p)
 		return controllerutil.SetControllerReference(p, cm, c.Scheme())
 	})
 	if err != nil {
 		return fmt.Errorf("publishing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return nil
+}
+
+// takeOver lets the Provisioning publishing now own objects another Provisioning of the
+// same cluster published before: both name the cluster, the per-cluster lock orders their
+// runs, and the last run's kubeconfig is the cluster's. Objects owned by anything else are
+// left to SetControllerReference, which refuses them.
+func takeOver(obj metav1.Object, p *bpav1.Provisioning) {
+	refs := obj.GetOwnerReferences()[:0:0]
+	for _, r := range obj.GetOwnerReferences() {
+		gv, _ := schema.ParseGroupVersion(r.APIVersion)
+		if r.Controller != nil && *r.Controller && gv.Group == bpav1.GroupVersion.Group && r.Kind == "Provisioning" && r.UID != p.UID {
+			continue
+		}
+		refs = append(refs, r)
+	}
+	obj.SetOwnerReferences(refs)
 }
 
 func withLabel(m map[string]string, k, v string) map[string]string {

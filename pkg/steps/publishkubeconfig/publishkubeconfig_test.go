@@ -181,3 +181,23 @@ func TestCommandFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPublishTakesOverFromAnotherProvisioningOfTheCluster: two Provisionings of one cluster
+// run one after the other (the cluster lock); the later run's kubeconfig is the cluster's.
+func TestPublishTakesOverFromAnotherProvisioningOfTheCluster(t *testing.T) {
+	yes := true
+	earlier := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "c1-kubeconfig", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "bpa.akraino.org/v1alpha1", Kind: "Provisioning", Name: "prov-a", UID: "uid-a", Controller: &yes}}},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{"value": []byte("earlier")},
+	}
+	o, c, _ := setUp(t, provisioning(), staging(), earlier)
+	if err := o.run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := get(t, c, "c1-kubeconfig", &corev1.Secret{})
+	if string(s.Data["value"]) != conf || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Name != "prov" {
+		t.Errorf("not taken over: owners %v", s.OwnerReferences)
+	}
+}

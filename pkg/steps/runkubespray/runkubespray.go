@@ -14,11 +14,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -237,7 +239,9 @@ func Run(ctx context.Context, o Options) error {
 	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)
 	cmd.Args[0] = inv.Args[0]
 	cmd.Env = inv.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	// Keep the end of the output: the failed task's lines become the step's message.
+	tail := &tailBuffer{max: 16 << 10}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, io.MultiWriter(os.Stdout, tail), io.MultiWriter(os.Stderr, tail)
 	// On SIGTERM (the pod being stopped) let ansible-playbook stop its forks, then kill it.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 20 * time.Second
@@ -245,9 +249,58 @@ func Run(ctx context.Context, o Options) error {
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return fmt.Errorf("ansible-playbook %s failed (%v); its log above names the failed hosts and tasks", o.Playbook, exit)
+			return fmt.Errorf("ansible-playbook %s failed (%v): %s", o.Playbook, exit, tail.failure())
 		}
 		return fmt.Errorf("running ansible-playbook: %w", err)
 	}
 	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// maxFailureMessage keeps the summary well inside a termination message (4 KiB).
+const maxFailureMessage = 1500
+
+// failure picks the lines that say what failed (Ansible's fatal/UNREACHABLE lines), or the
+// last lines of output when there are none.
+func (t *tailBuffer) failure() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var picked, last []string
+	for _, l := range strings.Split(string(t.buf), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		last = append(last, l)
+		if strings.Contains(l, "fatal:") || strings.Contains(l, "UNREACHABLE") || strings.HasPrefix(l, "failed:") {
+			picked = append(picked, l)
+		}
+	}
+	if len(picked) == 0 && len(last) > 0 {
+		picked = last[max(0, len(last)-3):]
+	}
+	msg := strings.Join(picked, "; ")
+	if len(msg) > maxFailureMessage {
+		msg = "..." + msg[len(msg)-maxFailureMessage:]
+	}
+	if msg == "" {
+		return "it printed nothing"
+	}
+	return msg
 }
