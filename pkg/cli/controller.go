@@ -15,6 +15,8 @@ func init() {
 	register(func() *cobra.Command {
 		var opts controller.Options
 		var namespaces string
+		var qps float32
+		var burst int
 		zapOpts := zap.Options{}
 		cmd := &cobra.Command{
 			Use:   "controller",
@@ -34,6 +36,9 @@ func init() {
 				if err != nil {
 					return err
 				}
+				// client-go's default of 20 QPS would make a rack of CRs queue for minutes
+				// behind the client itself; the apiserver's priority and fairness protects it.
+				cfg.QPS, cfg.Burst = qps, burst
 				return controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
 			},
 		}
@@ -46,6 +51,8 @@ func init() {
 		f.BoolVar(&opts.ApplyTemplates, "apply-workflowtemplates", true, "server-side apply BPA's WorkflowTemplates into each watched namespace at start")
 		f.StringVar(&opts.StepImage, "step-image", os.Getenv("BPA_STEP_IMAGE"), "image of the bpa step containers (default: the one in the embedded templates)")
 		f.StringVar(&opts.Translator.ServiceAccountName, "step-service-account", "bpa-step", "service account of the step pods")
+		f.Float32Var(&qps, "kube-api-qps", 100, "queries per second to the apiserver")
+		f.IntVar(&burst, "kube-api-burst", 200, "burst of queries to the apiserver")
 		fs := cmd.Flags()
 		goFlags := newGoFlagSet()
 		zapOpts.BindFlags(goFlags)
