@@ -45,8 +45,8 @@ bench: tools ## Run the benchmarks (translation, matching, lease parsing, contro
 
 ##@ Run
 .PHONY: demo
-demo: tools build ## Provision the example cluster on an embedded control plane (simulated nodes)
-	$(GO) run ./test/demo
+demo: tools build ## Provision the example cluster on an embedded control plane (simulated nodes); DEMO_ONESHOT=1 exits when done
+	$(GO) test -tags demo -count=1 -timeout 0 -v -run '^TestDemo$$' ./test/demo
 
 .PHONY: deploy
 deploy: ## Apply CRDs, RBAC, the admission policy, the controller and the WorkflowTemplates to the current kubeconfig
