@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/sim"
+	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
 
 const runTimeout = 4 * time.Minute
@@ -56,6 +58,7 @@ func TestE2E(t *testing.T) {
 	t.Run("e/controller-killed-mid-run", e.scenarioControllerRestart)
 	t.Run("f/deleted-mid-run", e.scenarioDeleteMidRun)
 	t.Run("g/one-run-per-cluster", e.scenarioClusterMutex)
+	t.Run("h/software-updates-and-new-nodes", e.scenarioSoftware)
 }
 
 // ---- scenario a: every provisioning example reaches Succeeded ----
@@ -353,6 +356,95 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	for _, p := range []*bpav1.Provisioning{a, b} {
 		e.assertProvisioned(t, e.waitPhase(t, p.Name, bpav1.PhaseSucceeded))
 	}
+}
+
+// ---- scenario h: Software edits touch only the hosts that differ; new nodes get it ----
+
+func (e *env) scenarioSoftware(t *testing.T) {
+	p := e.newCluster(t, "sw", 180, 1, 2)
+	e.create(t, p)
+	prov := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+
+	sw := &bpav1.Software{
+		ObjectMeta: metav1.ObjectMeta{Name: "sw", Namespace: e.Namespace, Labels: map[string]string{"cluster": "sw"}},
+		Spec: bpav1.SoftwareSpec{
+			MasterSoftware: []bpav1.SoftwareItem{{Name: "curl"}, {Name: "jq", Version: "1.6-2.1"}},
+			WorkerSoftware: []bpav1.SoftwareItem{{Name: "jq", Version: "1.6-2.1"}, {Name: "tmux"}},
+			SSH:            &bpav1.SSHConfig{Port: int32(e.SSH.Port)},
+		},
+	}
+	require.NoError(t, e.Client.Create(e.ctx, sw))
+	cl := &bpav1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "sw", Namespace: e.Namespace, Labels: map[string]string{"cluster": "sw"}},
+		Spec: bpav1.ClusterSpec{ProvisioningCR: p.Name, SoftwareCR: sw.Name}}
+	require.NoError(t, e.Client.Create(e.ctx, cl))
+	got := e.waitSoftware(t, sw.Name, 1, "")
+	require.Len(t, got.Status.HostSoftware, 3)
+	for _, h := range got.Status.HostSoftware {
+		assert.True(t, h.Changed, "first run installs on %s", h.Name)
+	}
+	gotCluster := &bpav1.Cluster{}
+	e.waitFor(t, gotCluster, cl.Name, func() bool { return isTrue(gotCluster.Status.Conditions, bpav1.ConditionReady) }, "Cluster Ready")
+
+	// A version change for workers: only the workers run apt-get install.
+	machines := map[string]*simhost.Host{}
+	for _, h := range prov.Status.Hosts {
+		m := e.Machine(h.IP)
+		m.ResetCalls()
+		machines[h.Name] = m
+	}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(sw), got))
+	got.Spec.WorkerSoftware[0].Version = "1.7.1-3"
+	require.NoError(t, e.Client.Update(e.ctx, got))
+	got = e.waitSoftware(t, sw.Name, 2, "")
+	for name, m := range machines {
+		installs := installCalls(m)
+		if strings.HasPrefix(name, "w") {
+			require.Len(t, installs, 1, name)
+			assert.Contains(t, installs[0].Args, "jq=1.7.1-3", name)
+		} else {
+			assert.Empty(t, installs, "%s already has what it needs", name)
+		}
+		m.ResetCalls()
+	}
+
+	// A node joins: a new key in sw-configmap. Only it gets the packages, unasked.
+	newMachine := e.StartMachine("sw-w3", "127.0.1.189")
+	e.CreateSSHSecret(e.ctx, "sw") // its host key, as an operator adds a new host's key
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: "sw-configmap"}, cm))
+	cm.Data["WORKER_w3"] = "127.0.1.189"
+	require.NoError(t, e.Client.Update(e.ctx, cm))
+	got = e.waitSoftware(t, sw.Name, 2, got.Status.NodesHash)
+	require.Len(t, got.Status.HostSoftware, 4)
+	installs := installCalls(newMachine)
+	require.Len(t, installs, 1)
+	assert.Contains(t, installs[0].Args, "jq=1.7.1-3")
+	for name, m := range machines {
+		assert.Empty(t, installCalls(m), "%s is not touched when another node joins", name)
+	}
+}
+
+// waitSoftware waits for a Succeeded run of generation gen whose node set is not oldHash.
+func (e *env) waitSoftware(t *testing.T, name string, gen int64, oldHash string) *bpav1.Software {
+	t.Helper()
+	got := &bpav1.Software{}
+	e.waitFor(t, got, name, func() bool {
+		if got.Status.Phase == bpav1.PhaseFailed || got.Status.Phase == bpav1.PhaseError {
+			t.Fatalf("Software %s: %s", got.Status.Phase, got.Status.Message)
+		}
+		return got.Status.ObservedGeneration == gen && got.Status.NodesHash != oldHash && got.Status.Phase == bpav1.PhaseSucceeded
+	}, fmt.Sprintf("Software generation %d Succeeded", gen))
+	return got
+}
+
+func installCalls(m *simhost.Host) []simhost.Call {
+	var out []simhost.Call
+	for _, c := range m.CallsTo("apt-get") {
+		if len(c.Args) > 0 && slices.Contains(c.Args, "install") {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ---- helpers ----
