@@ -33,11 +33,7 @@ func Command() *cobra.Command {
 			cr.AddFlags(cmd)
 			cmd.Flags().StringVar(&output, "output", "/tmp/bpa/out/hosts.json", "file to write the chosen hosts to (JSON)")
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
+		RunWithClient: func(ctx context.Context, c client.Client) error {
 			hosts, err := Run(ctx, c, cr, func(format string, args ...any) { fmt.Printf(format+"\n", args...) })
 			if err != nil {
 				return err

@@ -31,13 +31,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.software, "software", "", "name of the Software")
 			cmd.Flags().StringVar(&o.outputDir, "output-dir", "/tmp/bpa/out", "directory to write one file per parameter")
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
-			return o.run(ctx, c)
-		},
+		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
 }
 

@@ -55,13 +55,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.hostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "JSON list of the run's hosts ({name, roles, ip, ...})")
 			fs.StringVar(&o.workflowName, "workflow-name", "", "name of the Workflow running this step ({{workflow.name}}); names the staging Secret")
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
-			return o.run(ctx, c)
-		},
+		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
 }
 

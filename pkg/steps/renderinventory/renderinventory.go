@@ -45,11 +45,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", "/tmp/bpa/out/hosts.ini", "file to write the inventory to")
 			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.json", "file to write the ansible-playbook extra vars to (JSON)")
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
+		RunWithClient: func(ctx context.Context, c client.Client) error {
 			return Run(ctx, c, o, os.Stderr)
 		},
 	})

@@ -45,11 +45,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.Format, "format", "", "format of --leases-file: isc or dnsmasq")
 			cmd.Flags().StringVar(&o.Output, "output", "/tmp/bpa/out/hosts.json", "file to write the hosts with their IPs to (JSON)")
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
+		RunWithClient: func(ctx context.Context, c client.Client) error {
 			hosts, err := Run(ctx, c, o)
 			if err != nil {
 				return err

@@ -52,13 +52,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.output, "output", "/tmp/bpa/out/nodes.json", "file to write the JSON list of nodes to")
 			fs.StringVar(&o.outputHash, "output-hash", "", "file to write the node-set hash to")
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
-			return o.run(ctx, c)
-		},
+		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
 }
 

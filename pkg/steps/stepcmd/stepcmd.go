@@ -40,6 +40,8 @@ type Step struct {
 	// Run does the work. Its error becomes the Argo node message, so it must say what failed
 	// in terms a cluster operator understands, naming the node, host or MAC concerned.
 	Run func(ctx context.Context) error
+	// RunWithClient, used instead of Run, is handed a client for the cluster the step runs in.
+	RunWithClient func(ctx context.Context, c client.Client) error
 }
 
 // Command turns a Step into its cobra command.
@@ -52,7 +54,7 @@ func Command(s Step) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err := s.Run(ctx)
+			err := s.run(ctx)
 			if err != nil {
 				writeTerminationMessage(terminationLog, err)
 			}
@@ -65,6 +67,17 @@ func Command(s Step) *cobra.Command {
 		s.Flags(cmd)
 	}
 	return cmd
+}
+
+func (s Step) run(ctx context.Context) error {
+	if s.RunWithClient == nil {
+		return s.Run(ctx)
+	}
+	c, err := Client()
+	if err != nil {
+		return err
+	}
+	return s.RunWithClient(ctx, c)
 }
 
 func writeTerminationMessage(path string, err error) {

@@ -84,13 +84,7 @@ func Command() *cobra.Command {
 			fs.DurationVar(&o.pollInterval, "poll-interval", 10*time.Second, "time between checks")
 			o.ssh.AddFlags(fs)
 		},
-		Run: func(ctx context.Context) error {
-			c, err := stepcmd.Client()
-			if err != nil {
-				return err
-			}
-			return o.run(ctx, c)
-		},
+		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
 }
 
