@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+func newProvisioning() *bpav1.Provisioning {
+	return &bpav1.Provisioning{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Generation: 1, UID: "uid-p", Labels: map[string]string{"cluster": "c1"}},
+		Spec:       bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}},
+	}
+}
+
+func newTestReconciler(objs ...client.Object) (*runReconciler, client.Client, *record.FakeRecorder) {
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
+		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{}).Build()
+	rec := record.NewFakeRecorder(100)
+	r := &runReconciler{Client: c, Recorder: rec, kind: runKind{
+		kind: "Provisioning", nameLabel: bpav1.ProvisioningNameLabel, steps: translator.ProvisioningSteps,
+		newObject: func() runObject { return &bpav1.Provisioning{} },
+		translate: func(obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+			return translator.Provisioning(obj.(*bpav1.Provisioning), o)
+		},
+		observe: observeProvisioning,
+	}}
+	return r, c, rec
+}
+
+func reconcile(t *testing.T, r *runReconciler) *bpav1.Provisioning {
+	t.Helper()
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+	require.NoError(t, err)
+	p := &bpav1.Provisioning{}
+	require.NoError(t, r.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+	return p
+}
+
+func workflows(t *testing.T, c client.Client) []wfv1.Workflow {
+	list := &wfv1.WorkflowList{}
+	require.NoError(t, c.List(context.Background(), list))
+	return list.Items
+}
+
+func TestReconcileStartsOneRunPerGeneration(t *testing.T) {
+	r, c, _ := newTestReconciler(newProvisioning())
+	p := reconcile(t, r)
+	require.Len(t, workflows(t, c), 1)
+	assert.Equal(t, "p-provision-1", p.Status.Workflow.Name)
+	assert.Equal(t, int64(1), p.Status.ObservedGeneration)
+	assert.Contains(t, p.Finalizers, Finalizer)
+
+	// Reconciling again, or after losing the status write (a crash), makes no second run.
+	reconcile(t, r)
+	p.Status = bpav1.ProvisioningStatus{}
+	require.NoError(t, c.Status().Update(context.Background(), p))
+	p = reconcile(t, r)
+	require.Len(t, workflows(t, c), 1, "no duplicate Workflow")
+	assert.Equal(t, "p-provision-1", p.Status.Workflow.Name, "the existing Workflow is adopted")
+}
+
+func TestSpecChangeWaitsForTheRunningWorkflow(t *testing.T) {
+	r, c, _ := newTestReconciler(newProvisioning())
+	reconcile(t, r)
+	wf := &workflows(t, c)[0]
+	wf.Status.Phase = wfv1.WorkflowRunning
+	require.NoError(t, c.Update(context.Background(), wf))
+
+	p := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+	p.Generation = 2
+	require.NoError(t, c.Update(context.Background(), p))
+	p = reconcile(t, r)
+	require.Len(t, workflows(t, c), 1, "the next run waits")
+	assert.Equal(t, ReasonWaitingForRun, condition(p, bpav1.ConditionReconciling).Reason)
+
+	wf = &workflows(t, c)[0]
+	wf.Status.Phase = wfv1.WorkflowSucceeded
+	require.NoError(t, c.Update(context.Background(), wf))
+	p = reconcile(t, r)
+	require.Len(t, workflows(t, c), 2)
+	assert.Equal(t, "p-provision-2", p.Status.Workflow.Name)
+}
+
+func TestWorkflowDeletedFromUnderUs(t *testing.T) {
+	r, c, _ := newTestReconciler(newProvisioning())
+	reconcile(t, r)
+	wf := &workflows(t, c)[0]
+	require.NoError(t, c.Delete(context.Background(), wf))
+	p := reconcile(t, r)
+	assert.Empty(t, workflows(t, c), "no new run without a new generation or a rerun request")
+	assert.Equal(t, bpav1.PhaseError, p.Status.Phase)
+	assert.Equal(t, ReasonWorkflowDeleted, condition(p, bpav1.ConditionReady).Reason)
+
+	p.Annotations = map[string]string{bpav1.RerunAnnotation: "again"}
+	require.NoError(t, c.Update(context.Background(), p))
+	p = reconcile(t, r)
+	require.Len(t, workflows(t, c), 1, "the rerun request starts a run")
+	assert.Equal(t, "again", p.Status.LastHandledRerun)
+}
+
+func TestMissingClusterLabelStalls(t *testing.T) {
+	p := newProvisioning()
+	p.Labels = nil
+	r, c, _ := newTestReconciler(p)
+	got := reconcile(t, r)
+	assert.Empty(t, workflows(t, c))
+	assert.Equal(t, ReasonInvalidSpec, condition(got, bpav1.ConditionStalled).Reason)
+	assert.Contains(t, got.Status.Message, "metadata.labels.cluster")
+}
+
+func TestRunFinishingEmitsOneEvent(t *testing.T) {
+	r, c, rec := newTestReconciler(newProvisioning())
+	reconcile(t, r)
+	<-rec.Events // RunStarted
+	wf := &workflows(t, c)[0]
+	wf.Status.Phase = wfv1.WorkflowFailed
+	require.NoError(t, c.Update(context.Background(), wf))
+	p := reconcile(t, r)
+	reconcile(t, r)
+	assert.Equal(t, bpav1.PhaseFailed, p.Status.Phase)
+	assert.Len(t, rec.Events, 1, "one RunFailed event, however often it is reconciled")
+}
+
+func TestDeletionFinalizes(t *testing.T) {
+	r, c, _ := newTestReconciler(newProvisioning())
+	reconcile(t, r)
+	p := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+	require.NoError(t, c.Delete(context.Background(), p))
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+	require.NoError(t, err)
+	assert.Empty(t, workflows(t, c))
+	err = c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p)
+	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "the CR is gone once the finalizer ran")
+}
+
+func condition(p *bpav1.Provisioning, typ string) metav1.Condition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
