@@ -98,8 +98,10 @@ func Observe(wf *wfv1.Workflow, steps []string) Observation {
 		o.HostSoftware = hostSoftware(nodes, n)
 	}
 	if o.Phase == bpav1.PhaseFailed || o.Phase == bpav1.PhaseError {
-		for _, st := range o.Steps {
-			if st.Phase == string(wfv1.NodeFailed) || st.Phase == string(wfv1.NodeError) {
+		// The last failed step says most: for Software, verify-software's "2 of 5 hosts
+		// failed: ..." comes after the fan-out node, whose own message Argo leaves empty.
+		for i := len(o.Steps) - 1; i >= 0; i-- {
+			if st := o.Steps[i]; st.Phase == string(wfv1.NodeFailed) || st.Phase == string(wfv1.NodeError) {
 				o.Message = fmt.Sprintf("step %s failed: %s", st.Name, st.Message)
 				break
 			}

@@ -125,8 +125,12 @@ func TestObserveSoftwareFanOut(t *testing.T) {
 	bad.Inputs = &wfv1.Inputs{Parameters: []wfv1.Parameter{{Name: "host", Value: wfv1.AnyStringPtr(`{"name":"w1","ip":"127.0.1.9"}`)}}}
 	badPod := node("h1p", "install-software(1:w1)(0)", wfv1.NodeTypePod, wfv1.NodeFailed, 1)
 	badPod.Message = "dial tcp 127.0.1.9:22: connection refused"
-	wf := &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowFailed, Nodes: wfv1.Nodes{"g": group, "h0": ok, "h1": bad, "h1p": badPod}}}
+	verify := node("v", "verify-software", wfv1.NodeTypePod, wfv1.NodeFailed, 2)
+	verify.Message = "1 of 2 hosts failed: w1 (dial tcp 127.0.1.9:22: connection refused)"
+	wf := &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowFailed, Nodes: wfv1.Nodes{"g": group, "h0": ok, "h1": bad, "h1p": badPod, "v": verify}}}
 	o := Observe(wf, translator.SoftwareSteps)
+	assert.Equal(t, "step verify-software failed: 1 of 2 hosts failed: w1 (dial tcp 127.0.1.9:22: connection refused)", o.Message,
+		"the CR says how many hosts failed")
 	require.Len(t, o.HostSoftware, 2)
 	assert.Equal(t, "m1", o.HostSoftware[0].Name)
 	assert.Equal(t, "Succeeded", o.HostSoftware[0].Phase)

@@ -36,6 +36,7 @@ import (
 func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 	r := &runReconciler{
 		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorderFor("bpa-controller"),
 		Options:  opts,
 		kind: runKind{
@@ -50,7 +51,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 		},
 	}
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
-		return finalizeProvisioning(ctx, r.Client, obj.(*bpav1.Provisioning))
+		return finalizeProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning))
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
@@ -89,7 +90,7 @@ func observeProvisioning(obj runObject, cluster string, o Observation) {
 
 // finalizeProvisioning removes the published kubeconfig and address ConfigMap (when this CR
 // owns them) and releases the host claims no other Provisioning of the cluster holds.
-func finalizeProvisioning(ctx context.Context, c client.Client, p *bpav1.Provisioning) error {
+func finalizeProvisioning(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning) error {
 	cluster := p.Labels[bpav1.ClusterLabel]
 	if cluster == "" {
 		return nil
@@ -98,15 +99,15 @@ func finalizeProvisioning(ctx context.Context, c client.Client, p *bpav1.Provisi
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: cluster + "-kubeconfig"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: cluster + "-configmap"}},
 	} {
-		if err := deleteIfControlledBy(ctx, c, o, p); err != nil {
+		if err := deleteIfControlledBy(ctx, c, reader, o, p); err != nil {
 			return err
 		}
 	}
-	return releaseHosts(ctx, c, p, cluster)
+	return releaseHosts(ctx, c, reader, p, cluster)
 }
 
-func deleteIfControlledBy(ctx context.Context, c client.Client, o client.Object, owner metav1.Object) error {
-	if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+func deleteIfControlledBy(ctx context.Context, c client.Client, reader client.Reader, o client.Object, owner metav1.Object) error {
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(o, owner) {
@@ -117,20 +118,22 @@ func deleteIfControlledBy(ctx context.Context, c client.Client, o client.Object,
 
 func ptrUID(u types.UID) *types.UID { return &u }
 
-func releaseHosts(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string) error {
+// releaseHosts reads through reader: the hosts may live in a namespace the cache does not
+// watch, and a stale list could release a claim made since.
+func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning, cluster string) error {
 	ns := p.Spec.BareMetalHostNamespace
 	if ns == "" {
 		ns = p.Namespace
 	}
 	hosts := &metal3v1.BareMetalHostList{}
-	err := c.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
+	err := reader.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
 	if meta.IsNoMatchError(err) {
 		return nil // metal3 is not installed: nothing was claimed
 	}
 	if err != nil {
 		return err
 	}
-	keep, err := hostsHeldByOthers(ctx, c, p, cluster)
+	keep, err := hostsHeldByOthers(ctx, reader, p, cluster)
 	if err != nil {
 		return err
 	}
@@ -139,7 +142,8 @@ func releaseHosts(ctx context.Context, c client.Client, p *bpav1.Provisioning, c
 		if keep[h.Name] {
 			continue
 		}
-		patch := client.MergeFrom(h.DeepCopy())
+		// Optimistic lock: a host re-claimed since the list is not released.
+		patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		delete(h.Labels, bpav1.HostClaimLabel)
 		if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
@@ -149,7 +153,7 @@ func releaseHosts(ctx context.Context, c client.Client, p *bpav1.Provisioning, c
 }
 
 // hostsHeldByOthers lists the hosts other live Provisionings of the same cluster report.
-func hostsHeldByOthers(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string) (map[string]bool, error) {
+func hostsHeldByOthers(ctx context.Context, c client.Reader, p *bpav1.Provisioning, cluster string) (map[string]bool, error) {
 	others := &bpav1.ProvisioningList{}
 	if err := c.List(ctx, others, client.InNamespace(p.Namespace), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
 		return nil, err

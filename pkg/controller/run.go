@@ -53,6 +53,9 @@ type runKind struct {
 
 type runReconciler struct {
 	client.Client
+	// Reader reads around the cache, where a stale answer would do harm: before saying a
+	// Workflow is gone, and in finalizers (which may look outside the watched namespaces).
+	Reader   client.Reader
 	Recorder record.EventRecorder
 	Options  translator.Options
 	kind     runKind
@@ -76,9 +79,11 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 	before := obj.DeepCopyObject().(runObject)
 	err := r.reconcileRun(ctx, obj)
-	if perr := r.patchStatus(ctx, before, obj); perr != nil && err == nil {
-		err = perr
+	if perr := r.patchStatus(ctx, before, obj); perr != nil {
+		// A conflict means our view was stale: nothing is reported, the retry sees the truth.
+		return ctrl.Result{}, perr
 	}
+	r.reportTransition(obj, before.GetRunStatus(), obj.GetRunStatus())
 	// Errors requeue with controller-runtime's exponential backoff; success waits for the
 	// next Workflow or CR event, never a timer.
 	return ctrl.Result{}, err
@@ -89,7 +94,31 @@ func (r *runReconciler) patchStatus(ctx context.Context, before, after runObject
 	if equality.Semantic.DeepEqual(before.GetRunStatus(), after.GetRunStatus()) && equality.Semantic.DeepEqual(before, after) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFrom(before)))
+	// The optimistic lock makes a reconcile that started from a stale cached copy fail
+	// instead of overwriting newer status, and keeps its transitions from being reported.
+	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+}
+
+// reportTransition emits events and metrics for a phase change that has been written.
+func (r *runReconciler) reportTransition(obj runObject, before, after *bpav1.RunStatus) {
+	if after.Workflow == nil || before.Phase == after.Phase {
+		return
+	}
+	sameRun := before.Workflow != nil && before.Workflow.UID == after.Workflow.UID
+	switch {
+	case isTerminal(after.Phase):
+		runsTotal.WithLabelValues(r.kind.kind, string(after.Phase)).Inc()
+		if after.StartedAt != nil && after.FinishedAt != nil {
+			runDuration.WithLabelValues(r.kind.kind, string(after.Phase)).Observe(after.FinishedAt.Sub(after.StartedAt.Time).Seconds())
+		}
+		eventType := corev1.EventTypeNormal
+		if after.Phase != bpav1.PhaseSucceeded {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(obj, eventType, "Run"+string(after.Phase), "Workflow %s %s: %s", after.Workflow.Name, after.Phase, after.Message)
+	case sameRun && isTerminal(before.Phase):
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunResumed", "Workflow %s is %s again (retried)", after.Workflow.Name, after.Phase)
+	}
 }
 
 func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
@@ -105,10 +134,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
 	if err != nil {
 		return err
 	}
-	var current *wfv1.Workflow
-	if len(wfs) > 0 {
-		current = &wfs[len(wfs)-1]
-	}
+	current := currentWorkflow(wfs, st.Workflow)
 
 	revision := ""
 	if r.kind.revision != nil {
@@ -121,7 +147,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
 		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
 
 	if needRun {
-		started, err := r.startRun(ctx, obj, cluster, current, revision, rerun)
+		started, err := r.startRun(ctx, obj, cluster, wfs, revision, rerun)
 		if err != nil || started == nil {
 			return err
 		}
@@ -130,6 +156,10 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
 
 	if current == nil {
 		if st.Workflow != nil {
+			gone, err := r.confirmGone(ctx, obj.GetNamespace(), st.Workflow.Name)
+			if err != nil || !gone {
+				return err // the cache lags: the Workflow's own event brings us back
+			}
 			r.workflowGone(obj)
 		}
 		return nil
@@ -138,9 +168,36 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
 	return nil
 }
 
+// currentWorkflow is the run to mirror: the one the status names, or a newer one (an ad-hoc
+// `argo submit --from` run). Older Workflows, such as a failed run kept for `argo retry`,
+// never replace it, so a newer run expiring does not bring an old failure back.
+func currentWorkflow(wfs []wfv1.Workflow, ref *bpav1.WorkflowReference) *wfv1.Workflow {
+	if len(wfs) == 0 {
+		return nil
+	}
+	if ref == nil {
+		return &wfs[len(wfs)-1]
+	}
+	for i := range wfs {
+		if (ref.UID != "" && wfs[i].UID == ref.UID) || (ref.UID == "" && wfs[i].Name == ref.Name) {
+			return &wfs[len(wfs)-1] // wfs is oldest first: this one or a newer one
+		}
+	}
+	return nil
+}
+
+// confirmGone asks the apiserver, not the cache, whether a Workflow is really gone.
+func (r *runReconciler) confirmGone(ctx context.Context, ns, name string) (bool, error) {
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &wfv1.Workflow{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return true, nil
+	}
+	return false, err
+}
+
 // startRun creates the Workflow for the current generation, or says why it must wait. It
 // returns the Workflow to mirror, or nil while waiting.
-func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster string, current *wfv1.Workflow, revision, rerun string) (*wfv1.Workflow, error) {
+func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster string, wfs []wfv1.Workflow, revision, rerun string) (*wfv1.Workflow, error) {
 	st := obj.GetRunStatus()
 	gen := obj.GetGeneration()
 	opts := r.Options
@@ -152,9 +209,9 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	}
 
 	// A run in progress finishes first: the next generation starts when it ends.
-	if current != nil && current.Name != wf.Name && !current.Status.Fulfilled() {
-		r.mirror(obj, cluster, current)
-		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, current.Name))
+	if running := unfinished(wfs, wf.Name); running != nil {
+		r.mirror(obj, cluster, running)
+		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, running.Name))
 		return nil, nil
 	}
 	if r.kind.gate != nil {
@@ -205,8 +262,6 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 // mirror copies the Workflow's state into the status, and reports phase changes.
 func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow) {
 	st := obj.GetRunStatus()
-	prev := st.Phase
-	prevWorkflow := st.Workflow
 	o := Observe(wf, r.kind.steps)
 
 	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
@@ -228,21 +283,6 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	}
 	setRunConditions(st, obj.GetGeneration(), reason, msg)
 
-	sameRun := prevWorkflow != nil && prevWorkflow.Name == wf.Name
-	if st.Phase != prev && sameRun && isTerminal(st.Phase) {
-		runsTotal.WithLabelValues(r.kind.kind, string(st.Phase)).Inc()
-		if o.StartedAt != nil && o.FinishedAt != nil {
-			runDuration.WithLabelValues(r.kind.kind, string(st.Phase)).Observe(o.FinishedAt.Sub(o.StartedAt.Time).Seconds())
-		}
-		eventType := corev1.EventTypeNormal
-		if st.Phase != bpav1.PhaseSucceeded {
-			eventType = corev1.EventTypeWarning
-		}
-		r.Recorder.Eventf(obj, eventType, "Run"+string(st.Phase), "Workflow %s %s: %s", wf.Name, st.Phase, msg)
-	}
-	if sameRun && isTerminal(prev) && !isTerminal(st.Phase) {
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunResumed", "Workflow %s is %s again (retried)", wf.Name, st.Phase)
-	}
 }
 
 // workflowGone reports a Workflow that disappeared (deleted by hand, or by its TTL) without
@@ -261,6 +301,16 @@ func (r *runReconciler) workflowGone(obj runObject) {
 	}
 	st.Message = msg
 	setRunConditions(st, obj.GetGeneration(), ReasonWorkflowDeleted, msg)
+}
+
+// unfinished returns a Workflow other than name that is still running, if any.
+func unfinished(wfs []wfv1.Workflow, name string) *wfv1.Workflow {
+	for i := range wfs {
+		if wfs[i].Name != name && !wfs[i].Status.Fulfilled() {
+			return &wfs[i]
+		}
+	}
+	return nil
 }
 
 func isTerminal(p bpav1.RunPhase) bool {
@@ -306,15 +356,17 @@ func (r *runReconciler) reconcileDelete(ctx context.Context, obj runObject) erro
 // would do it too, but only where a garbage collector runs; and if Argo is gone (no
 // Workflow kind any more) there is nothing to delete, so deletion never hangs on it.
 func (r *runReconciler) deleteWorkflows(ctx context.Context, obj runObject) error {
-	wfs, err := r.workflows(ctx, obj)
+	list := &wfv1.WorkflowList{}
+	err := r.Reader.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{r.kind.nameLabel: obj.GetName()})
 	if meta.IsNoMatchError(err) {
 		return nil
 	}
+	wfs := list.Items
 	if err != nil {
 		return err
 	}
 	for i := range wfs {
-		if err := r.Delete(ctx, &wfs[i], client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		if err := r.Delete(ctx, &wfs[i], client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
 			return err
 		}
 		staged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: wfs[i].Name + "-admin-conf"}}

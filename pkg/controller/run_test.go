@@ -29,7 +29,7 @@ func newTestReconciler(objs ...client.Object) (*runReconciler, client.Client, *r
 	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
 		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{}).Build()
 	rec := record.NewFakeRecorder(100)
-	r := &runReconciler{Client: c, Recorder: rec, kind: runKind{
+	r := &runReconciler{Client: c, Reader: c, Recorder: rec, kind: runKind{
 		kind: "Provisioning", nameLabel: bpav1.ProvisioningNameLabel, steps: translator.ProvisioningSteps,
 		newObject: func() runObject { return &bpav1.Provisioning{} },
 		translate: func(obj runObject, o translator.Options) (*wfv1.Workflow, error) {
@@ -155,4 +155,36 @@ func condition(p *bpav1.Provisioning, typ string) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// TestAnExpiredNewerRunDoesNotBringBackAnOldFailure: generation 1 failed (kept for retry),
+// generation 2 succeeded and its Workflow then expired. The CR stays Succeeded.
+func TestAnExpiredNewerRunDoesNotBringBackAnOldFailure(t *testing.T) {
+	r, c, _ := newTestReconciler(newProvisioning())
+	reconcile(t, r)
+	old := &workflows(t, c)[0]
+	old.Status.Phase = wfv1.WorkflowFailed
+	require.NoError(t, c.Update(context.Background(), old))
+	reconcile(t, r)
+
+	p := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+	p.Generation = 2
+	require.NoError(t, c.Update(context.Background(), p))
+	reconcile(t, r)
+	var newer *wfv1.Workflow
+	for _, wf := range workflows(t, c) {
+		if wf.Name == "p-provision-2" {
+			newer = &wf
+		}
+	}
+	require.NotNil(t, newer)
+	newer.Status.Phase = wfv1.WorkflowSucceeded
+	require.NoError(t, c.Update(context.Background(), newer))
+	require.Equal(t, bpav1.PhaseSucceeded, reconcile(t, r).Status.Phase)
+
+	require.NoError(t, c.Delete(context.Background(), newer)) // its TTL ran out
+	p = reconcile(t, r)
+	assert.Equal(t, bpav1.PhaseSucceeded, p.Status.Phase)
+	assert.True(t, condition(p, bpav1.ConditionReady).Status == metav1.ConditionTrue)
 }

@@ -26,6 +26,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 	c := mgr.GetClient()
 	r := &runReconciler{
 		Client:   c,
+		Reader:   mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorderFor("bpa-controller"),
 		Options:  opts,
 		kind: runKind{
@@ -90,7 +91,7 @@ func provisioningSucceeded(ctx context.Context, c client.Client, ns, cluster str
 		return false, "", err
 	}
 	for _, p := range list.Items {
-		if p.Status.Phase == bpav1.PhaseSucceeded {
+		if p.Status.Phase == bpav1.PhaseSucceeded && p.DeletionTimestamp.IsZero() {
 			return true, "", nil
 		}
 	}

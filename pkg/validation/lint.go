@@ -73,7 +73,11 @@ func ValidateFile(ctx context.Context, file string, data []byte) ([]Document, []
 		}
 		doc, errs := ValidateUnstructured(ctx, u)
 		for _, e := range errs {
-			problems = append(problems, Problem{File: file, Kind: doc.Kind, Name: doc.Name, Field: e.Field, Reason: reason(e)})
+			f := e.Field
+			if f == "<nil>" || f == "" {
+				f = "<object>" // a rule on the whole object; its reason names the field
+			}
+			problems = append(problems, Problem{File: file, Kind: doc.Kind, Name: doc.Name, Field: f, Reason: reason(e)})
 		}
 		docs = append(docs, doc)
 	}

@@ -223,6 +223,7 @@ type ProvisioningStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name: at most 63 characters, because it labels the Workflows of its runs"
 // +kubebuilder:resource:shortName=bpa;prov,categories=bpa
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels.cluster`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
