@@ -25,7 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-		"strings"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
