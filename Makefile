@@ -40,8 +40,9 @@ test: tools verify-generated build ## Run every test (unit, fuzz seeds, real-com
 	$(GO) test -p 2 -timeout 45m -count=1 ./...
 
 .PHONY: bench
-bench: tools ## Run the benchmarks (translation, matching, lease parsing, controller at scale)
+bench: tools ## Run the benchmarks (translation, matching, lease parsing; the controller at scale on the rig)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
 
 ##@ Run
 .PHONY: demo
