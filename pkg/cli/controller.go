@@ -36,9 +36,12 @@ func init() {
 				if err != nil {
 					return err
 				}
-				// client-go's default of 20 QPS would make a rack of CRs queue for minutes
-				// behind the client itself; the apiserver's priority and fairness protects it.
-				cfg.QPS, cfg.Burst = qps, burst
+				// controller-runtime already turns client-side throttling off and leaves
+				// protection to the apiserver's priority and fairness; a limit here only
+				// queues a rack of CRs behind the client (measured in test/bench).
+				if qps > 0 {
+					cfg.QPS, cfg.Burst = qps, burst
+				}
 				return controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
 			},
 		}
@@ -51,8 +54,8 @@ func init() {
 		f.BoolVar(&opts.ApplyTemplates, "apply-workflowtemplates", true, "server-side apply BPA's WorkflowTemplates into each watched namespace at start")
 		f.StringVar(&opts.StepImage, "step-image", os.Getenv("BPA_STEP_IMAGE"), "image of the bpa step containers (default: the one in the embedded templates)")
 		f.StringVar(&opts.Translator.ServiceAccountName, "step-service-account", "bpa-step", "service account of the step pods")
-		f.Float32Var(&qps, "kube-api-qps", 100, "queries per second to the apiserver")
-		f.IntVar(&burst, "kube-api-burst", 200, "burst of queries to the apiserver")
+		f.Float32Var(&qps, "kube-api-qps", 0, "client-side limit of queries per second to the apiserver; 0 means none")
+		f.IntVar(&burst, "kube-api-burst", 0, "burst allowed with --kube-api-qps")
 		fs := cmd.Flags()
 		goFlags := newGoFlagSet()
 		zapOpts.BindFlags(goFlags)
