@@ -56,6 +56,7 @@ func init() {
 		f.StringVar(&opts.Translator.ServiceAccountName, "step-service-account", "bpa-step", "service account of the step pods")
 		f.Float32Var(&qps, "kube-api-qps", 0, "client-side limit of queries per second to the apiserver; 0 means none")
 		f.IntVar(&burst, "kube-api-burst", 0, "burst allowed with --kube-api-qps")
+		f.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "CRs of each kind reconciled at once (each waits mostly on the apiserver)")
 		fs := cmd.Flags()
 		goFlags := newGoFlagSet()
 		zapOpts.BindFlags(goFlags)

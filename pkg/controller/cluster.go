@@ -34,16 +34,17 @@ func SetupCluster(mgr ctrl.Manager) error {
 }
 
 func (r *ClusterReconciler) clustersNaming(ctx context.Context, o client.Object) []ctrl.Request {
+	kind := "Software"
+	if _, ok := o.(*bpav1.Provisioning); ok {
+		kind = "Provisioning"
+	}
 	list := &bpav1.ClusterList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexClusterMembers: memberKey(kind, o.GetName())}); err != nil {
 		return nil
 	}
-	var reqs []ctrl.Request
+	reqs := make([]ctrl.Request, 0, len(list.Items))
 	for _, c := range list.Items {
-		_, isProv := o.(*bpav1.Provisioning)
-		if (isProv && c.Spec.ProvisioningCR == o.GetName()) || (!isProv && c.Spec.SoftwareCR == o.GetName()) {
-			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
-		}
+		reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
 }

@@ -5,18 +5,23 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/workflow/packer"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -39,6 +44,12 @@ type Options struct {
 	ApplyTemplates bool
 	// StepImage replaces the bpa image in the WorkflowTemplates.
 	StepImage string
+	// MaxConcurrentReconciles is how many CRs of each kind reconcile at once; 0 means
+	// controller-runtime's default of one, which makes 500 new CRs wait in one line.
+	MaxConcurrentReconciles int
+	// SkipNameValidation lets one process build more than one manager (tests, benchmarks);
+	// controller-runtime otherwise refuses a second controller of the same name.
+	SkipNameValidation bool
 	// Translator options (service account of the step pods).
 	Translator translator.Options
 }
@@ -54,17 +65,120 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// trimWorkflow keeps the informer cache small: status mirroring needs nodes, not the copies
-// of every template Argo stores in each Workflow, nor managed fields.
+// trimWorkflow keeps the informer cache small: status mirroring needs a few nodes and a few
+// of their fields, not the copies of every template Argo stores in each Workflow, nor
+// managed fields, nor every retry attempt's pod. Compressed nodes are unpacked here, once
+// per Workflow update, rather than on every reconcile, and trimmed like the others.
 func trimWorkflow(obj any) (any, error) {
 	if wf, ok := obj.(*wfv1.Workflow); ok {
 		wf.ManagedFields = nil
 		wf.Status.StoredTemplates = nil
 		wf.Status.StoredWorkflowSpec = nil
 		wf.Spec.Templates = nil
+		if wf.Status.CompressedNodes != "" {
+			// On failure the packed nodes stay, and Observe reports the error.
+			_ = packer.DecompressWorkflow(wf)
+		}
+		wf.Status.Nodes = observedNodes(wf.Status.Nodes)
 	}
 	return obj, nil
 }
+
+// observedNodes keeps what Observe reads: the nodes named after a step (taskNodes), every
+// child of install-software (hostSoftware), and the failed children of a failed kept node
+// (failureMessage), each with only the fields those read.
+func observedNodes(nodes wfv1.Nodes) wfv1.Nodes {
+	out := make(wfv1.Nodes, len(observedSteps))
+	var keep func(id string, allChildren bool)
+	keep = func(id string, allChildren bool) {
+		n, ok := nodes[id]
+		if _, done := out[id]; !ok || done {
+			return
+		}
+		out[id] = wfv1.NodeStatus{
+			ID: n.ID, DisplayName: n.DisplayName, Type: n.Type, Phase: n.Phase, Message: n.Message,
+			StartedAt: n.StartedAt, FinishedAt: n.FinishedAt, Children: n.Children,
+			Inputs: n.Inputs, Outputs: n.Outputs,
+		}
+		failed := n.Phase == wfv1.NodeFailed || n.Phase == wfv1.NodeError
+		for _, c := range n.Children {
+			if cn := nodes[c]; allChildren || (failed && (cn.Phase == wfv1.NodeFailed || cn.Phase == wfv1.NodeError)) {
+				keep(c, false)
+			}
+		}
+	}
+	for id, n := range nodes {
+		if step := stepName(n.DisplayName); observedSteps[step] {
+			keep(id, step == "install-software")
+		}
+	}
+	return out
+}
+
+// workflowListPage is how many Workflows one list request of the Workflow informer asks
+// for. A Workflow with a long run's nodes is tens of KiB (55 KiB in test/bench), so the
+// apiserver's usual single answer for 1,000 of them is a 55 MB body that decodes into
+// several times that before a transform can trim anything.
+const workflowListPage = 50
+
+// newInformer builds the cache's informers, as controller-runtime would, except that the
+// Workflow informer lists in pages and trims each page as it arrives: the initial list
+// (and any relist) then never holds more than one page of whole Workflows, which keeps the
+// controller's peak memory near its steady state instead of several times it.
+func newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	if _, ok := obj.(*wfv1.Workflow); ok {
+		lw = pagedTrimmingListWatch(toolscache.ToListerWatcherWithContext(lw), workflowListPage)
+	}
+	return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+}
+
+func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int64) *toolscache.ListWatch {
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.Limit = pageSize
+			// The watch cache answers resourceVersion "0" in one piece whatever the limit;
+			// "" asks for a consistent, paginated list instead.
+			if opts.ResourceVersion == "0" {
+				opts.ResourceVersion = ""
+			}
+			var all *wfv1.WorkflowList
+			for {
+				obj, err := lw.ListWithContext(ctx, opts)
+				if err != nil {
+					return nil, err
+				}
+				page, ok := obj.(*wfv1.WorkflowList)
+				if !ok {
+					return obj, nil
+				}
+				for i := range page.Items {
+					_, _ = trimWorkflow(&page.Items[i])
+				}
+				// Every page is the snapshot of the first one: its resourceVersion is the list's.
+				if all == nil {
+					all = page
+				} else {
+					all.Items = append(all.Items, page.Items...)
+				}
+				if page.Continue == "" {
+					all.Continue, all.RemainingItemCount = "", nil
+					return all, nil
+				}
+				opts.Continue, opts.ResourceVersion = page.Continue, ""
+			}
+		},
+		WatchFuncWithContext: lw.WatchWithContext,
+	}
+}
+
+// observedSteps are the step names of every kind the controller mirrors.
+var observedSteps = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range append(append([]string{}, translator.ProvisioningSteps...), translator.SoftwareSteps...) {
+		m[s] = true
+	}
+	return m
+}()
 
 // NewManager builds the manager with BPA's reconcilers registered.
 func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
@@ -87,7 +201,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "bpa-controller.bpa.akraino.org",
 		LeaderElectionNamespace: leNamespace,
+		Controller: config.Controller{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			SkipNameValidation:      &opts.SkipNameValidation,
+		},
 		Cache: cache.Options{
+			NewInformer:       newInformer,
 			DefaultNamespaces: defaultNamespaces,
 			DefaultTransform:  cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
@@ -100,6 +219,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if err := setupIndexes(context.Background(), mgr); err != nil {
+		return nil, fmt.Errorf("cache indexes: %w", err)
 	}
 	if err := SetupProvisioning(mgr, opts.Translator); err != nil {
 		return nil, fmt.Errorf("provisioning controller: %w", err)

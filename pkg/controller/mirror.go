@@ -17,6 +17,14 @@ import (
 // a CR shows the same steps whichever way the run was started.
 var stepAliases = map[string]string{"resolve-leases-from-file": "resolve-leases"}
 
+// stepName is the controller's name for a DAG task's display name.
+func stepName(display string) string {
+	if a, ok := stepAliases[display]; ok {
+		return a
+	}
+	return display
+}
+
 // hostOutputSteps are the steps whose `hosts` output describes the chosen hosts, the most
 // complete (with IPs) first.
 var hostOutputSteps = []string{"render-inventory", "resolve-leases", "discover-hosts"}
@@ -139,10 +147,7 @@ func taskNodes(nodes wfv1.Nodes) map[string]wfv1.NodeStatus {
 		default:
 			continue
 		}
-		name := n.DisplayName
-		if a, ok := stepAliases[name]; ok {
-			name = a
-		}
+		name := stepName(n.DisplayName)
 		if prev, ok := out[name]; ok && !preferNode(n, prev) {
 			continue
 		}

@@ -67,7 +67,8 @@ func TestObserveFailedRunNamesTheFailingStep(t *testing.T) {
 	assert.Equal(t, "127.0.1.1", o.Hosts[0].IP, "hosts come from the most complete step output")
 }
 
-func TestObserveRetryNodeReportsTheLastAttempt(t *testing.T) {
+// failedLeases: resolve-leases ran out of retries.
+func failedLeases() *wfv1.Workflow {
 	wf := failedProvisioning()
 	r := node("r", "resolve-leases", wfv1.NodeTypeRetry, wfv1.NodeFailed, 1, "r0", "r1")
 	r.Message = "No more retries left"
@@ -78,7 +79,11 @@ func TestObserveRetryNodeReportsTheLastAttempt(t *testing.T) {
 	wf.Status.Nodes["r"], wf.Status.Nodes["r0"], wf.Status.Nodes["r1"] = r, r0, r1
 	delete(wf.Status.Nodes, "i")
 	delete(wf.Status.Nodes, "k")
-	o := Observe(wf, translator.ProvisioningSteps)
+	return wf
+}
+
+func TestObserveRetryNodeReportsTheLastAttempt(t *testing.T) {
+	o := Observe(failedLeases(), translator.ProvisioningSteps)
 	assert.Equal(t, "no lease for 00:c6:14:04:61:b2 (after 2 attempts)", o.Steps[1].Message)
 	assert.Equal(t, "step resolve-leases failed: no lease for 00:c6:14:04:61:b2 (after 2 attempts)", o.Message)
 }
@@ -106,18 +111,22 @@ func TestObserveOffloadedNodesDoesNotCrash(t *testing.T) {
 	assert.Empty(t, o.Steps)
 }
 
-func TestObserveAdHocRunAliasesAndSkips(t *testing.T) {
-	wf := &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowRunning, Nodes: wfv1.Nodes{
+func adHocRun() *wfv1.Workflow {
+	return &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowRunning, Nodes: wfv1.Nodes{
 		"l": node("l", "lookup", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 0),
 		"s": node("s", "resolve-leases", wfv1.NodeTypeSkipped, wfv1.NodeSkipped, 1),
 		"f": node("f", "resolve-leases-from-file", wfv1.NodeTypeRetry, wfv1.NodeRunning, 1),
 	}}}
-	o := Observe(wf, translator.ProvisioningSteps)
+}
+
+func TestObserveAdHocRunAliasesAndSkips(t *testing.T) {
+	o := Observe(adHocRun(), translator.ProvisioningSteps)
 	assert.Equal(t, "resolve-leases", o.Steps[1].Name)
 	assert.Equal(t, "Running", o.Steps[1].Phase)
 }
 
-func TestObserveSoftwareFanOut(t *testing.T) {
+// failedSoftware: one host installed, one was unreachable.
+func failedSoftware() *wfv1.Workflow {
 	group := node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeFailed, 1, "h0", "h1")
 	ok := withOutput(node("h0", "install-software(0:m1)", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1),
 		"result", `{"name":"m1","ip":"127.0.1.1","changed":true,"packages":[{"name":"jq","wanted":"1.6","installed":"1.6"}]}`)
@@ -127,8 +136,11 @@ func TestObserveSoftwareFanOut(t *testing.T) {
 	badPod.Message = "dial tcp 127.0.1.9:22: connection refused"
 	verify := node("v", "verify-software", wfv1.NodeTypePod, wfv1.NodeFailed, 2)
 	verify.Message = "1 of 2 hosts failed: w1 (dial tcp 127.0.1.9:22: connection refused)"
-	wf := &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowFailed, Nodes: wfv1.Nodes{"g": group, "h0": ok, "h1": bad, "h1p": badPod, "v": verify}}}
-	o := Observe(wf, translator.SoftwareSteps)
+	return &wfv1.Workflow{Status: wfv1.WorkflowStatus{Phase: wfv1.WorkflowFailed, Nodes: wfv1.Nodes{"g": group, "h0": ok, "h1": bad, "h1p": badPod, "v": verify}}}
+}
+
+func TestObserveSoftwareFanOut(t *testing.T) {
+	o := Observe(failedSoftware(), translator.SoftwareSteps)
 	assert.Equal(t, "step verify-software failed: 1 of 2 hosts failed: w1 (dial tcp 127.0.1.9:22: connection refused)", o.Message,
 		"the CR says how many hosts failed")
 	require.Len(t, o.HostSoftware, 2)
@@ -138,4 +150,52 @@ func TestObserveSoftwareFanOut(t *testing.T) {
 	assert.Equal(t, "w1", o.HostSoftware[1].Name)
 	assert.Equal(t, "Failed", o.HostSoftware[1].Phase)
 	assert.Equal(t, "dial tcp 127.0.1.9:22: connection refused", o.HostSoftware[1].Message)
+}
+
+// The cache keeps only the nodes Observe reads: it must observe the same from them.
+func TestObserveSameOnTrimmedNodes(t *testing.T) {
+	compressed := failedLeases()
+	restore := packer.SetMaxWorkflowSize(1000)
+	require.NoError(t, packer.CompressWorkflowIfNeeded(compressed))
+	restore()
+	require.NotEmpty(t, compressed.Status.CompressedNodes)
+	for name, c := range map[string]struct {
+		wf    *wfv1.Workflow
+		steps []string
+	}{
+		"failed provisioning": {failedProvisioning(), translator.ProvisioningSteps},
+		"retries ran out":     {failedLeases(), translator.ProvisioningSteps},
+		"compressed nodes":    {compressed, translator.ProvisioningSteps},
+		"ad-hoc run":          {adHocRun(), translator.ProvisioningSteps},
+		"software fan-out":    {failedSoftware(), translator.SoftwareSteps},
+	} {
+		want := Observe(c.wf, c.steps)
+		trimmed, err := trimWorkflow(c.wf.DeepCopy())
+		require.NoError(t, err)
+		assert.Equal(t, want, Observe(trimmed.(*wfv1.Workflow), c.steps), name)
+	}
+}
+
+func TestTrimDropsWhatObserveDoesNotRead(t *testing.T) {
+	wf := failedProvisioning()
+	wf.Status.StoredTemplates = map[string]wfv1.Template{"x": {Name: "x"}}
+	wf.Spec.Templates = []wfv1.Template{{Name: "main"}}
+	wf.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "argo"}}
+	trimmed, _ := trimWorkflow(wf)
+	got := trimmed.(*wfv1.Workflow)
+	assert.Empty(t, got.Status.StoredTemplates)
+	assert.Empty(t, got.Spec.Templates)
+	assert.Empty(t, got.ManagedFields)
+	// d0 and r1 succeeded under a succeeded Retry node, r0 failed under one: none says more
+	// than its parent. k failed, but as the task's own Pod node it is kept.
+	assert.ElementsMatch(t, []string{"d", "r", "i", "k"}, keys(got.Status.Nodes))
+	assert.Empty(t, got.Status.Nodes["d"].Name, "fields Observe does not read are dropped")
+}
+
+func keys(nodes wfv1.Nodes) []string {
+	var out []string
+	for id := range nodes {
+		out = append(out, id)
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -55,9 +56,21 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel))).
+		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel)), builder.WithPredicates(notCreatedByUs)).
 		Named("provisioning").
 		Complete(r)
+}
+
+// notCreatedByUs drops the create event of a Workflow the controller made: the reconcile
+// that created it has already recorded it, and reacting would re-run that reconcile at once,
+// against a CR cache that has not yet seen its status write (a conflict and a retry each).
+// After a restart the CRs' own create events bring them back; runs made by `argo submit`
+// carry no controller reference and still pass.
+var notCreatedByUs = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool {
+		ref := metav1.GetControllerOf(e.Object)
+		return ref == nil || ref.APIVersion != bpav1.GroupVersion.String()
+	},
 }
 
 // byLabel maps an object to the CR named by one of its labels.

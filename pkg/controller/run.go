@@ -70,9 +70,10 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj)
 	}
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		// An update, not a patch: the apiserver need not render the stored object and
+		// apply a patch to it; a stale copy fails with a conflict and is retried.
 		controllerutil.AddFinalizer(obj, Finalizer)
-		if err := r.Patch(ctx, obj, patch); err != nil {
+		if err := r.Update(ctx, obj); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -227,21 +228,11 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		}
 	}
 
-	if err := r.Create(ctx, wf); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating Workflow %s: %w", wf.Name, err)
-		}
-		// Created before a crash or by a peer's last reconcile: adopt it if it is ours.
-		existing := &wfv1.Workflow{}
-		if err := r.Get(ctx, client.ObjectKeyFromObject(wf), existing); err != nil {
-			return nil, err
-		}
-		if !metav1.IsControlledBy(existing, obj) {
-			setStalled(st, gen, ReasonInvalidSpec, fmt.Sprintf("Workflow %s exists and is not owned by this %s", wf.Name, r.kind.kind))
-			return nil, nil
-		}
-		wf = existing
-	} else {
+	wf, created, err := r.createOrAdopt(ctx, obj, wf, wfs)
+	if err != nil || wf == nil {
+		return nil, err
+	}
+	if created {
 		runsStarted.WithLabelValues(r.kind.kind).Inc()
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunStarted", "Started Workflow %s for generation %d", wf.Name, gen)
 		log.FromContext(ctx).Info("started run", "workflow", wf.Name, "generation", gen)
@@ -257,6 +248,39 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	st.Steps, st.StartedAt, st.FinishedAt = nil, nil, nil
 	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
 	return wf, nil
+}
+
+// createOrAdopt creates wf, or adopts the Workflow of that name if this CR already made it
+// (before a crash, or in a reconcile whose status write was lost). The cached list answers
+// first: creating a Workflow that exists costs the apiserver a full validation before it
+// says AlreadyExists. It returns nil, with the CR marked Stalled, when the name is taken by
+// a Workflow this CR does not own.
+func (r *runReconciler) createOrAdopt(ctx context.Context, obj runObject, wf *wfv1.Workflow, cached []wfv1.Workflow) (_ *wfv1.Workflow, created bool, _ error) {
+	var existing *wfv1.Workflow
+	for i := range cached {
+		if cached[i].Name == wf.Name {
+			existing = &cached[i]
+		}
+	}
+	if existing == nil {
+		err := r.Create(ctx, wf)
+		if err == nil {
+			return wf, true, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, false, fmt.Errorf("creating Workflow %s: %w", wf.Name, err)
+		}
+		// The cache had not seen it yet.
+		existing = &wfv1.Workflow{}
+		if err := r.Get(ctx, client.ObjectKeyFromObject(wf), existing); err != nil {
+			return nil, false, err
+		}
+	}
+	if !metav1.IsControlledBy(existing, obj) {
+		setStalled(obj.GetRunStatus(), obj.GetGeneration(), ReasonInvalidSpec, fmt.Sprintf("Workflow %s exists and is not owned by this %s", wf.Name, r.kind.kind))
+		return nil, false, nil
+	}
+	return existing, false, nil
 }
 
 // mirror copies the Workflow's state into the status, and reports phase changes.
@@ -321,7 +345,7 @@ func isTerminal(p bpav1.RunPhase) bool {
 // `argo submit --from` labelled with the CR's name.
 func (r *runReconciler) workflows(ctx context.Context, obj runObject) ([]wfv1.Workflow, error) {
 	list := &wfv1.WorkflowList{}
-	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{r.kind.nameLabel: obj.GetName()}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{runIndex[r.kind.nameLabel]: obj.GetName()}); err != nil {
 		return nil, err
 	}
 	items := list.Items

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -26,8 +27,17 @@ func newProvisioning() *bpav1.Provisioning {
 }
 
 func newTestReconciler(objs ...client.Object) (*runReconciler, client.Client, *record.FakeRecorder) {
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
-		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{}).Build()
+	return newTestReconcilerWith(interceptor.Funcs{}, objs...)
+}
+
+// newTestReconcilerWith lets a test intercept the reconciler's client calls.
+func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*runReconciler, client.Client, *record.FakeRecorder) {
+	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(funcs).
+		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{})
+	for _, i := range cacheIndexes {
+		b = b.WithIndex(i.obj, i.field, i.extract)
+	}
+	c := b.Build()
 	rec := record.NewFakeRecorder(100)
 	r := &runReconciler{Client: c, Reader: c, Recorder: rec, kind: runKind{
 		kind: "Provisioning", nameLabel: bpav1.ProvisioningNameLabel, steps: translator.ProvisioningSteps,
@@ -70,6 +80,60 @@ func TestReconcileStartsOneRunPerGeneration(t *testing.T) {
 	p = reconcile(t, r)
 	require.Len(t, workflows(t, c), 1, "no duplicate Workflow")
 	assert.Equal(t, "p-provision-1", p.Status.Workflow.Name, "the existing Workflow is adopted")
+}
+
+// forgetStatus plays a crash between the Workflow create and the status write.
+func forgetStatus(t *testing.T, c client.Client) {
+	p := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+	p.Status = bpav1.ProvisioningStatus{}
+	require.NoError(t, c.Status().Update(context.Background(), p))
+}
+
+func TestAdoptionFromTheCacheCreatesNothing(t *testing.T) {
+	creates := 0
+	r, c, rec := newTestReconcilerWith(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*wfv1.Workflow); ok {
+			creates++
+		}
+		return c.Create(ctx, obj, opts...)
+	}}, newProvisioning())
+	reconcile(t, r)
+	<-rec.Events // RunStarted
+	forgetStatus(t, c)
+	p := reconcile(t, r)
+	assert.Equal(t, 1, creates, "a Workflow the cache holds is adopted without a create")
+	assert.Equal(t, "p-provision-1", p.Status.Workflow.Name)
+	assert.Empty(t, rec.Events, "adopting is not starting: no second RunStarted")
+}
+
+func TestAdoptionWhenTheCacheLags(t *testing.T) {
+	lagging := false
+	r, c, _ := newTestReconcilerWith(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*wfv1.WorkflowList); ok && lagging {
+			return nil // the cache has not seen the Workflow yet
+		}
+		return c.List(ctx, list, opts...)
+	}}, newProvisioning())
+	reconcile(t, r)
+	forgetStatus(t, c)
+	lagging = true
+	p := reconcile(t, r)
+	lagging = false
+	require.Len(t, workflows(t, c), 1, "AlreadyExists on our own Workflow counts as created")
+	assert.Equal(t, "p-provision-1", p.Status.Workflow.Name)
+	assert.Empty(t, condition(p, bpav1.ConditionStalled).Type)
+}
+
+func TestAWorkflowNamedLikeOursButNotOwnedStalls(t *testing.T) {
+	foreign := &wfv1.Workflow{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-provision-1",
+		Labels: map[string]string{bpav1.ProvisioningNameLabel: "p"}}}
+	r, c, _ := newTestReconciler(newProvisioning(), foreign)
+	p := reconcile(t, r)
+	require.Len(t, workflows(t, c), 1)
+	assert.Nil(t, p.Status.Workflow, "never adopt what this CR did not create")
+	assert.Equal(t, ReasonInvalidSpec, condition(p, bpav1.ConditionStalled).Reason)
+	assert.Contains(t, condition(p, bpav1.ConditionStalled).Message, "not owned")
 }
 
 func TestSpecChangeWaitsForTheRunningWorkflow(t *testing.T) {

@@ -61,7 +61,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&bpav1.Software{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel))).
+		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel)), builder.WithPredicates(notCreatedByUs)).
 		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), "-configmap") }))).
@@ -74,7 +74,7 @@ func softwaresOfCluster(ctx context.Context, c client.Client, ns, cluster string
 		return nil
 	}
 	list := &bpav1.SoftwareList{}
-	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{indexCluster: cluster}); err != nil {
 		return nil
 	}
 	reqs := make([]ctrl.Request, 0, len(list.Items))
@@ -87,7 +87,7 @@ func softwaresOfCluster(ctx context.Context, c client.Client, ns, cluster string
 // provisioningSucceeded gates Software runs: packages go on a cluster that exists.
 func provisioningSucceeded(ctx context.Context, c client.Client, ns, cluster string) (bool, string, error) {
 	list := &bpav1.ProvisioningList{}
-	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{indexCluster: cluster}); err != nil {
 		return false, "", err
 	}
 	for _, p := range list.Items {
