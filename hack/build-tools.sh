@@ -4,14 +4,15 @@
 #
 #   hack/build-tools.sh                 # everything missing or out of date
 #   hack/build-tools.sh etcd argo-crds  # only these (names: etcd kube-apiserver
-#                                       #   workflow-controller argo argo-crds)
+#                                       #   workflow-controller argo argo-crds kustomize)
 #
 # Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
 # go.sum committed), so the builds are reproducible and never touch the
 # project's go.mod. A tool is rebuilt only when bin/.stamps/<tool> differs from
 # the pin (that is, on first use, after a version bump or a STAMP_REV bump).
 # Cold times on 2 cores, module cache filled: etcd 40 s, kube-apiserver 4 min,
-# workflow-controller 3 min, argo 1 min (it reuses the controller's packages).
+# workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
+# kustomize 20 s (builds config/ in test/integration).
 # Builds run one after another: on a 2-core machine parallel links only thrash.
 set -euo pipefail
 
@@ -78,6 +79,16 @@ build_kube_apiserver() {
 	announce kube-apiserver "$v" "4 min"
 	(cd "$TOOLS/kube-apiserver" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 	echo "$s" >"$STAMPS/kube-apiserver"
+}
+
+build_kustomize() {
+	local v s
+	v=$(pin kustomize sigs.k8s.io/kustomize/kustomize/v5)
+	s="$v $(stamp_of kustomize)"
+	if up_to_date kustomize "$s" "$BIN/kustomize"; then echo "kustomize $v up to date"; return; fi
+	announce kustomize "$v" "20 s"
+	(cd "$TOOLS/kustomize" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
+	echo "$s" >"$STAMPS/kustomize"
 }
 
 # Argo's release builds stamp their version in; without it the CLI and the
@@ -154,7 +165,7 @@ copy_argo_crds() {
 }
 
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo kustomize)
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;
@@ -162,8 +173,9 @@ for t in "${want[@]}"; do
 	workflow-controller) build_workflow_controller ;;
 	argo) build_argo_cli ;;
 	argo-crds) copy_argo_crds ;;
+	kustomize) build_kustomize ;;
 	*)
-		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo argo-crds)" >&2
+		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo argo-crds kustomize)" >&2
 		exit 2
 		;;
 	esac
