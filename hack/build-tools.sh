@@ -61,35 +61,21 @@ timed() { # runs a build step, then prints how long it took
 	echo "  done in $((SECONDS - start))s"
 }
 
-build_etcd() {
-	local v s
-	v=$(pin etcd go.etcd.io/etcd/server/v3)
-	s="$v $(stamp_of etcd)"
-	if up_to_date etcd "$s" "$BIN/etcd"; then echo "etcd $v up to date"; return; fi
-	announce etcd "$v" "40 s"
-	(cd "$TOOLS/etcd" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
-	echo "$s" >"$STAMPS/etcd"
+# build_module_tool <tool> <pinned module> <main package> <estimate>: builds bin/<tool>
+# from hack/tools/<tool>, unless its stamp says it is up to date.
+build_module_tool() {
+	local tool=$1 module=$2 pkg=$3 estimate=$4 v s
+	v=$(pin "$tool" "$module")
+	s="$v $(stamp_of "$tool")"
+	if up_to_date "$tool" "$s" "$BIN/$tool"; then echo "$tool $v up to date"; return; fi
+	announce "$tool" "$v" "$estimate"
+	(cd "$TOOLS/$tool" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/$tool" "$pkg")
+	echo "$s" >"$STAMPS/$tool"
 }
 
-build_kube_apiserver() {
-	local v s
-	v=$(pin kube-apiserver k8s.io/kubernetes)
-	s="$v $(stamp_of kube-apiserver)"
-	if up_to_date kube-apiserver "$s" "$BIN/kube-apiserver"; then echo "kube-apiserver $v up to date"; return; fi
-	announce kube-apiserver "$v" "4 min"
-	(cd "$TOOLS/kube-apiserver" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
-	echo "$s" >"$STAMPS/kube-apiserver"
-}
-
-build_kustomize() {
-	local v s
-	v=$(pin kustomize sigs.k8s.io/kustomize/kustomize/v5)
-	s="$v $(stamp_of kustomize)"
-	if up_to_date kustomize "$s" "$BIN/kustomize"; then echo "kustomize $v up to date"; return; fi
-	announce kustomize "$v" "20 s"
-	(cd "$TOOLS/kustomize" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/kustomize" sigs.k8s.io/kustomize/kustomize/v5)
-	echo "$s" >"$STAMPS/kustomize"
-}
+build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "40 s"; }
+build_kube_apiserver() { build_module_tool kube-apiserver k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "4 min"; }
+build_kustomize() { build_module_tool kustomize sigs.k8s.io/kustomize/kustomize/v5 sigs.k8s.io/kustomize/kustomize/v5 "20 s"; }
 
 # Argo's release builds stamp their version in; without it the CLI and the
 # controller say v0.0.0 and `argo version` is useless in bug reports.
