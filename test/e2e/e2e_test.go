@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -156,12 +159,59 @@ func (e *env) assertProvisioned(t *testing.T, p *bpav1.Provisioning) {
 			assert.Equal(t, h.IP, cm.Data[strings.ToUpper(r)+"_"+h.Name], "%s %s", r, h.Name)
 		}
 	}
-	// No secret in any Workflow parameter.
-	for _, wf := range e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name) {
-		for _, par := range wf.Spec.Arguments.Parameters {
-			assert.NotContains(t, par.Value.String(), "PRIVATE KEY")
+	e.assertNoSecretOutsideSecrets(t, cfg)
+}
+
+// assertNoSecretOutsideSecrets looks for the SSH private key and the published kubeconfig's
+// credentials, as text or base64, everywhere but in Secrets: the Workflows (spec, and every
+// node's inputs, outputs and message), the step results Argo keeps, the BPA CRs' status,
+// the ConfigMaps and the Events of the namespace.
+func (e *env) assertNoSecretOutsideSecrets(t *testing.T, kubeconfig *clientcmdapi.Config) {
+	t.Helper()
+	key, err := os.ReadFile(e.SSH.ClientKeyPath())
+	require.NoError(t, err)
+	secrets := map[string][]byte{"the SSH private key": key}
+	for name, a := range kubeconfig.AuthInfos {
+		if a.Token != "" {
+			secrets["kubeconfig token of "+name] = []byte(a.Token)
+		}
+		if len(a.ClientKeyData) > 0 {
+			secrets["kubeconfig client key of "+name] = a.ClientKeyData
 		}
 	}
+	require.Greater(t, len(secrets), 1, "the published kubeconfig carries a credential to look for")
+	var needles []string
+	for what, secret := range secrets {
+		for _, form := range []string{secretCore(string(secret)), secretCore(base64.StdEncoding.EncodeToString(secret))} {
+			require.GreaterOrEqual(t, len(form), 16, what)
+			needles = append(needles, form)
+		}
+	}
+	lists := []client.ObjectList{&wfv1.WorkflowList{}, &wfv1.WorkflowTaskResultList{}, &bpav1.ProvisioningList{},
+		&bpav1.SoftwareList{}, &corev1.ConfigMapList{}, &corev1.EventList{}}
+	for _, list := range lists {
+		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace)))
+		data, err := json.Marshal(list)
+		require.NoError(t, err)
+		for _, n := range needles {
+			assert.NotContains(t, string(data), n, "a secret in a %T", list)
+		}
+	}
+}
+
+// secretCore is a distinctive piece of a secret's text: the middle of its longest line,
+// so that it matches a copy however that copy breaks or escapes its lines.
+func secretCore(s string) string {
+	longest := ""
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); len(line) > len(longest) {
+			longest = line
+		}
+	}
+	if len(longest) > 40 {
+		return longest[len(longest)/2-20 : len(longest)/2+20]
+	}
+	return longest
 }
 
 func firstMaster(p *bpav1.Provisioning) bpav1.HostStatus {
@@ -578,4 +628,17 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// The secret scan must find a secret that did leak, as text in a JSON string or as base64.
+func TestSecretCoreFindsLeakedCopies(t *testing.T) {
+	key := "-----BEGIN OPENSSH PRIVATE KEY-----\n" + strings.Repeat("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n", 5) +
+		"AAAEC9x0QmYh1nL5Zr2w==\n-----END OPENSSH PRIVATE KEY-----\n"
+	asText, err := json.Marshal(corev1.ConfigMap{Data: map[string]string{"k": key}})
+	require.NoError(t, err)
+	assert.Contains(t, string(asText), secretCore(key))
+	asData, err := json.Marshal(corev1.Secret{Data: map[string][]byte{"k": []byte(key)}})
+	require.NoError(t, err)
+	assert.Contains(t, string(asData), secretCore(base64.StdEncoding.EncodeToString([]byte(key))))
+	assert.NotContains(t, string(asText), secretCore("an unrelated secret of some length"))
 }
