@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -146,9 +147,16 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 	if err != nil {
 		return err
 	}
-	keep, err := hostsHeldByOthers(ctx, reader, p, cluster)
+	keep, busy, err := hostsHeldByOthers(ctx, reader, p, cluster)
 	if err != nil {
 		return err
+	}
+	if busy != "" {
+		// Claims name the cluster, not the CR: while another Provisioning of the cluster
+		// may be claiming hosts its status does not list yet, keep them all. Its own
+		// deletion, or a later one, releases what no run holds.
+		log.FromContext(ctx).Info("keeping the cluster's host claims while another Provisioning runs", "cluster", cluster, "provisioning", busy)
+		return nil
 	}
 	for i := range hosts.Items {
 		h := &hosts.Items[i]
@@ -165,20 +173,24 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 	return nil
 }
 
-// hostsHeldByOthers lists the hosts other live Provisionings of the same cluster report.
-func hostsHeldByOthers(ctx context.Context, c client.Reader, p *bpav1.Provisioning, cluster string) (map[string]bool, error) {
+// hostsHeldByOthers lists the hosts other live Provisionings of the same cluster report,
+// or names one of them that has not finished a run (busy), whose hosts are not known yet.
+func hostsHeldByOthers(ctx context.Context, c client.Reader, p *bpav1.Provisioning, cluster string) (keep map[string]bool, busy string, err error) {
 	others := &bpav1.ProvisioningList{}
 	if err := c.List(ctx, others, client.InNamespace(p.Namespace), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	keep := map[string]bool{}
+	keep = map[string]bool{}
 	for _, o := range others.Items {
 		if o.UID == p.UID || !o.DeletionTimestamp.IsZero() {
 			continue
+		}
+		if !isTerminal(o.Status.Phase) {
+			return nil, o.Name, nil
 		}
 		for _, h := range o.Status.Hosts {
 			keep[h.BareMetalHost] = true
 		}
 	}
-	return keep, nil
+	return keep, "", nil
 }

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +49,9 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 		},
 		observe: observeProvisioning,
 	}}
+	r.kind.finalize = func(ctx context.Context, obj runObject) error {
+		return finalizeProvisioning(ctx, c, c, obj.(*bpav1.Provisioning))
+	}
 	return r, c, rec
 }
 
@@ -251,4 +256,49 @@ func TestAnExpiredNewerRunDoesNotBringBackAnOldFailure(t *testing.T) {
 	p = reconcile(t, r)
 	assert.Equal(t, bpav1.PhaseSucceeded, p.Status.Phase)
 	assert.True(t, condition(p, bpav1.ConditionReady).Status == metav1.ConditionTrue)
+}
+
+func claimedHost(name, cluster string) *metal3v1.BareMetalHost {
+	return &metal3v1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		Labels: map[string]string{bpav1.HostClaimLabel: cluster}}}
+}
+
+func claimed(t *testing.T, c client.Client, host string) bool {
+	h := &metal3v1.BareMetalHost{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: host}, h))
+	return h.Labels[bpav1.HostClaimLabel] != ""
+}
+
+// Claims name the cluster, so deleting one Provisioning must not release hosts another
+// Provisioning of the cluster holds, or may be claiming right now.
+func TestDeletionReleasesOnlyHostsNoOtherRunHolds(t *testing.T) {
+	for name, c := range map[string]struct {
+		otherPhase bpav1.RunPhase
+		otherHosts []string
+		released   []string
+	}{
+		"the other run succeeded":   {bpav1.PhaseSucceeded, []string{"h1"}, []string{"h2"}},
+		"the other run is going on": {bpav1.PhaseRunning, nil, nil},
+		"the other never started":   {"", nil, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			other := newProvisioning()
+			other.Name, other.UID = "q", "uid-q"
+			r, cl, _ := newTestReconciler(newProvisioning(), other, claimedHost("h1", "c1"), claimedHost("h2", "c1"))
+			other.Status.Phase = c.otherPhase
+			for _, h := range c.otherHosts {
+				other.Status.Hosts = append(other.Status.Hosts, bpav1.HostStatus{Name: h, BareMetalHost: h})
+			}
+			require.NoError(t, cl.Status().Update(context.Background(), other))
+			reconcile(t, r)
+			p := &bpav1.Provisioning{}
+			require.NoError(t, cl.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+			require.NoError(t, cl.Delete(context.Background(), p))
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+			require.NoError(t, err)
+			for _, h := range []string{"h1", "h2"} {
+				assert.Equal(t, !slices.Contains(c.released, h), claimed(t, cl, h), h)
+			}
+		})
+	}
 }
