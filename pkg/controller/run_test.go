@@ -207,14 +207,21 @@ func TestRunFinishingEmitsOneEvent(t *testing.T) {
 func TestDeletionFinalizes(t *testing.T) {
 	r, c, _ := newTestReconciler(newProvisioning())
 	reconcile(t, r)
+	deleteAndReconcile(t, r, c)
+	assert.Empty(t, workflows(t, c))
+	p := &bpav1.Provisioning{}
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p)
+	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "the CR is gone once the finalizer ran")
+}
+
+// deleteAndReconcile deletes the CR p and reconciles it, which runs its finalizer.
+func deleteAndReconcile(t *testing.T, r *runReconciler, c client.Client) {
+	t.Helper()
 	p := &bpav1.Provisioning{}
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
 	require.NoError(t, c.Delete(context.Background(), p))
 	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
 	require.NoError(t, err)
-	assert.Empty(t, workflows(t, c))
-	err = c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p)
-	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "the CR is gone once the finalizer ran")
 }
 
 func condition(p *bpav1.Provisioning, typ string) metav1.Condition {
@@ -291,11 +298,7 @@ func TestDeletionReleasesOnlyHostsNoOtherRunHolds(t *testing.T) {
 			}
 			require.NoError(t, cl.Status().Update(context.Background(), other))
 			reconcile(t, r)
-			p := &bpav1.Provisioning{}
-			require.NoError(t, cl.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
-			require.NoError(t, cl.Delete(context.Background(), p))
-			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
-			require.NoError(t, err)
+			deleteAndReconcile(t, r, cl)
 			for _, h := range []string{"h1", "h2"} {
 				assert.Equal(t, !slices.Contains(c.released, h), claimed(t, cl, h), h)
 			}
