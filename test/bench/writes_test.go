@@ -25,15 +25,7 @@ import (
 // of its own would reach.
 func BenchmarkRunStartWrites(b *testing.B) {
 	const n = 500
-	if b.N > 1 {
-		b.Fatal("run with -benchtime 1x (and -count N for repeats)")
-	}
-	e := newEnv(b)
-	warm := e.namespace(b, "warmup")
-	e.createProvisionings(b, warm, 2*workers)
-	must(b, parallel(2*workers, func(ctx context.Context, i int) error {
-		return e.client.Create(ctx, workflowFor(b, newProvisioning(warm, i)))
-	}), "warm-up")
+	e := newWarmEnv(b)
 
 	ns := e.namespace(b, "writes")
 	crs := e.createProvisionings(b, ns, n)
