@@ -147,6 +147,7 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 	if err != nil {
 		return err
 	}
+	// The siblings are read after the hosts: one that starts a run in between is seen busy.
 	keep, busy, err := hostsHeldByOthers(ctx, reader, p, cluster)
 	if err != nil {
 		return err

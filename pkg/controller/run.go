@@ -260,6 +260,7 @@ func (r *runReconciler) createOrAdopt(ctx context.Context, obj runObject, wf *wf
 	for i := range cached {
 		if cached[i].Name == wf.Name {
 			existing = &cached[i]
+			break
 		}
 	}
 	if existing == nil {
