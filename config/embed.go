@@ -9,7 +9,32 @@ import "embed"
 //go:embed crd/bases/*.yaml
 var CRDs embed.FS
 
-// AdmissionPolicy holds the ValidatingAdmissionPolicy and its binding.
+//go:embed admission/*.yaml
+var admission embed.FS
+
+// AdmissionPolicy returns the manifests of config/admission as one multi-document YAML:
+// the ValidatingAdmissionPolicies, their bindings and the default BPAPolicy they read.
+func AdmissionPolicy() []byte {
+	entries, err := admission.ReadDir("admission")
+	if err != nil {
+		panic(err) // embedded at build time: cannot fail
+	}
+	var out []byte
+	for _, e := range entries {
+		if e.Name() == "kustomization.yaml" {
+			continue
+		}
+		data, err := admission.ReadFile("admission/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		out = append(append(append(out, "\n---\n"...), data...), '\n')
+	}
+	return out
+}
+
+// StepRBAC holds the step pods' ServiceAccounts, Roles and bindings (config/rbac/steps.yaml),
+// which the test rig installs as a deployment would.
 //
-//go:embed admission/policy.yaml
-var AdmissionPolicy []byte
+//go:embed rbac/steps.yaml
+var StepRBAC []byte

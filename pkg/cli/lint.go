@@ -5,6 +5,10 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
@@ -13,6 +17,7 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var files []string
+		var policyFile string
 		cmd := &cobra.Command{
 			Use:   "lint [-f FILE]...",
 			Short: "Check CRs (or, without -f, BPA's WorkflowTemplates) before anything runs",
@@ -20,9 +25,18 @@ func init() {
 				"rules, run by the apiserver's own validators, and the cluster-label policy), then\n" +
 				"translates each CR and runs Argo's validator on the Workflow against BPA's\n" +
 				"WorkflowTemplates. Each problem is one line: file: Kind/name: field: reason.\n" +
+				"CRs are also judged by the site policy (--policy FILE, a BPAPolicy; default: the\n" +
+				"built-in one, which grants nothing), as the admission policy would judge them.\n" +
 				"Without -f it validates the WorkflowTemplates themselves.",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if policyFile != "" {
+					pol, err := readPolicy(policyFile)
+					if err != nil {
+						return err
+					}
+					cmd.SetContext(validation.WithPolicy(cmd.Context(), pol))
+				}
 				var problems []string
 				if len(files) == 0 {
 					for _, err := range validation.ValidateWorkflowTemplates() {
@@ -42,6 +56,7 @@ func init() {
 			},
 		}
 		cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "YAML file with BPA CRs (repeatable)")
+		cmd.Flags().StringVar(&policyFile, "policy", "", "YAML file with the site's BPAPolicy (default: the built-in default policy, which grants nothing)")
 		return cmd
 	})
 }
@@ -69,4 +84,21 @@ func lintFile(cmd *cobra.Command, file string) []string {
 		}
 	}
 	return out
+}
+
+// readPolicy reads a BPAPolicy from a file, strictly (a misspelt field grants nothing
+// silently).
+func readPolicy(file string) (policy.Policy, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return policy.Policy{}, err
+	}
+	p := &bpav1.BPAPolicy{}
+	if err := yaml.UnmarshalStrict(data, p); err != nil {
+		return policy.Policy{}, fmt.Errorf("%s: not a BPAPolicy: %w", file, err)
+	}
+	if p.Kind != "BPAPolicy" {
+		return policy.Policy{}, fmt.Errorf("%s: kind %q, want BPAPolicy", file, p.Kind)
+	}
+	return policy.Policy{Spec: p.Spec, Source: "BPAPolicy " + p.Name + " (" + file + ")"}, nil
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -19,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -28,6 +31,7 @@ import (
 // +kubebuilder:rbac:groups=argoproj.io,resources=workflows,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=argoproj.io,resources=workflowtemplates,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=bpa.akraino.org,resources=bpapolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -55,9 +59,21 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning))
 	}
+	r.kind.admit = func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
+		return admitProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning), cluster)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel)), builder.WithPredicates(notCreatedByUs)).
+		// When the Provisioning holding a cluster goes, the next one may act.
+		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(siblingsOf(r.Client)),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+				},
+			})).
+		Watches(&bpav1.BPAPolicy{}, handler.EnqueueRequestsFromMapFunc(allOf(r.Client, &bpav1.ProvisioningList{}))).
 		Named("provisioning").
 		Complete(r)
 }
@@ -102,8 +118,67 @@ func observeProvisioning(obj runObject, cluster string, o Observation) {
 	}
 }
 
+// admitProvisioning checks, right before a run, what admission could not or may no longer
+// vouch for: the site policy, that this Provisioning holds its cluster in its namespace,
+// and the SSH Secret's consent label. secrets reads around the cache (BPA watches no
+// Secrets).
+func admitProvisioning(ctx context.Context, c client.Client, secrets client.Reader, p *bpav1.Provisioning, cluster string) (*policy.Refusal, error) {
+	pol, err := policy.Get(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	siblings := &bpav1.ProvisioningList{}
+	if err := c.List(ctx, siblings, client.InNamespace(p.Namespace), client.MatchingFields{indexCluster: cluster}); err != nil {
+		return nil, err
+	}
+	params, err := translator.ProvisioningParameters(p)
+	if err != nil {
+		return nil, err
+	}
+	return policy.AdmitProvisioning(ctx, pol, secrets, p, cluster, params["ssh-secret"], siblings.Items)
+}
+
+// siblingsOf maps a Provisioning to the others of its cluster in its namespace.
+func siblingsOf(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		cluster := o.GetLabels()[bpav1.ClusterLabel]
+		if cluster == "" {
+			return nil
+		}
+		list := &bpav1.ProvisioningList{}
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexCluster: cluster}); err != nil {
+			return nil
+		}
+		var reqs []ctrl.Request
+		for _, p := range list.Items {
+			if p.UID != o.GetUID() {
+				reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			}
+		}
+		return reqs
+	}
+}
+
+// allOf maps any event to every object of a kind: a changed site policy may let stalled
+// runs start (or stop the next ones).
+func allOf(c client.Client, list client.ObjectList) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []ctrl.Request {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := c.List(ctx, l); err != nil {
+			return nil
+		}
+		var reqs []ctrl.Request
+		_ = meta.EachListItem(l, func(o runtime.Object) error {
+			m := o.(client.Object)
+			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+			return nil
+		})
+		return reqs
+	}
+}
+
 // finalizeProvisioning removes the published kubeconfig and address ConfigMap (when this CR
-// owns them) and releases the host claims no other Provisioning of the cluster holds.
+// controls them) and releases the hosts this CR claimed.
 func finalizeProvisioning(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning) error {
 	cluster := p.Labels[bpav1.ClusterLabel]
 	if cluster == "" {
@@ -132,66 +207,61 @@ func deleteIfControlledBy(ctx context.Context, c client.Client, reader client.Re
 
 func ptrUID(u types.UID) *types.UID { return &u }
 
-// releaseHosts reads through reader: the hosts may live in a namespace the cache does not
-// watch, and a stale list could release a claim made since.
+// releaseHosts clears the claims this Provisioning made: hosts whose spec.consumerRef names
+// its UID, and, if it holds its cluster, an earlier BPA's label-only claims in its own
+// namespace. A host another consumer holds is never touched, whatever its labels say, and
+// nothing is released in a namespace the site policy does not let this CR draw from (a
+// namespace named in the spec is not enough). It reads through reader: the hosts may live
+// in a namespace the cache does not watch, and a stale list could release a claim made
+// since.
 func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning, cluster string) error {
 	ns := p.Spec.BareMetalHostNamespace
 	if ns == "" {
 		ns = p.Namespace
 	}
+	pol, err := policy.Get(ctx, reader)
+	if err != nil {
+		return err
+	}
+	if !pol.BareMetalHostNamespaceAllowed(p.Namespace, ns) {
+		log.FromContext(ctx).Info("not releasing hosts in a namespace the policy does not allow", "bareMetalHostNamespace", ns)
+		return nil
+	}
 	hosts := &metal3v1.BareMetalHostList{}
-	err := reader.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
+	err = reader.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
 	if meta.IsNoMatchError(err) {
 		return nil // metal3 is not installed: nothing was claimed
 	}
 	if err != nil {
 		return err
 	}
-	// The siblings are read after the hosts: one that starts a run in between is seen busy.
-	keep, busy, err := hostsHeldByOthers(ctx, reader, p, cluster)
-	if err != nil {
-		return err
-	}
-	if busy != "" {
-		// Claims name the cluster, not the CR: while another Provisioning of the cluster
-		// may be claiming hosts its status does not list yet, keep them all. Its own
-		// deletion, or a later one, releases what no run holds.
-		log.FromContext(ctx).Info("keeping the cluster's host claims while another Provisioning runs", "cluster", cluster, "provisioning", busy)
-		return nil
-	}
+	me := hostmatch.ClaimantOf(p, cluster)
+	holder := false
 	for i := range hosts.Items {
 		h := &hosts.Items[i]
-		if keep[h.Name] {
+		mine := me.Owns(h.Spec.ConsumerRef) && h.Spec.ConsumerRef.UID == p.UID
+		if !mine && me.LegacyClaim(h) {
+			if !holder {
+				siblings := &bpav1.ProvisioningList{}
+				if err := reader.List(ctx, siblings, client.InNamespace(p.Namespace), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+					return err
+				}
+				// p is being deleted, so it is no longer live: it held the cluster if
+				// no live sibling does.
+				holder = policy.Holder(siblings.Items) == nil
+			}
+			mine = holder
+		}
+		if !mine {
 			continue
 		}
 		// Optimistic lock: a host re-claimed since the list is not released.
 		patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		delete(h.Labels, bpav1.HostClaimLabel)
+		h.Spec.ConsumerRef = nil
 		if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
 		}
 	}
 	return nil
-}
-
-// hostsHeldByOthers lists the hosts other live Provisionings of the same cluster report,
-// or names one of them that has not finished a run (busy), whose hosts are not known yet.
-func hostsHeldByOthers(ctx context.Context, c client.Reader, p *bpav1.Provisioning, cluster string) (keep map[string]bool, busy string, err error) {
-	others := &bpav1.ProvisioningList{}
-	if err := c.List(ctx, others, client.InNamespace(p.Namespace), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
-		return nil, "", err
-	}
-	keep = map[string]bool{}
-	for _, o := range others.Items {
-		if o.UID == p.UID || !o.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if !isTerminal(o.Status.Phase) {
-			return nil, o.Name, nil
-		}
-		for _, h := range o.Status.Hosts {
-			keep[h.BareMetalHost] = true
-		}
-	}
-	return keep, "", nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -45,6 +47,10 @@ type runKind struct {
 	storedRevision func(obj runObject) *string
 	// gate says whether a new run may start now; when not, why.
 	gate func(ctx context.Context, obj runObject, cluster string) (ok bool, msg string, err error)
+	// admit refuses a run the site policy, the SSH Secret's consent or another CR's hold
+	// on the cluster forbids. It is asked right before every run starts, because the policy
+	// may have been tightened after the CR was admitted.
+	admit func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error)
 	// observe copies kind-specific parts of an observation into the status.
 	observe func(obj runObject, cluster string, o Observation)
 	// finalize removes what the CR's runs created, before the finalizer goes.
@@ -79,16 +85,21 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 
 	before := obj.DeepCopyObject().(runObject)
-	err := r.reconcileRun(ctx, obj)
+	var res ctrl.Result
+	err := r.reconcileRun(ctx, obj, &res)
 	if perr := r.patchStatus(ctx, before, obj); perr != nil {
 		// A conflict means our view was stale: nothing is reported, the retry sees the truth.
 		return ctrl.Result{}, perr
 	}
 	r.reportTransition(obj, before.GetRunStatus(), obj.GetRunStatus())
 	// Errors requeue with controller-runtime's exponential backoff; success waits for the
-	// next Workflow or CR event, never a timer.
-	return ctrl.Result{}, err
+	// next Workflow or CR event. The one timer: a refusal that lifts without any object BPA
+	// watches changing (a Secret created or labelled later), looked at again now and then.
+	return res, err
 }
+
+// refusalRetry is how often a run refused for a reason BPA cannot watch is tried again.
+const refusalRetry = time.Minute
 
 // patchStatus writes the status subresource as a merge patch, and only when it changed.
 func (r *runReconciler) patchStatus(ctx context.Context, before, after runObject) error {
@@ -116,13 +127,13 @@ func (r *runReconciler) reportTransition(obj runObject, before, after *bpav1.Run
 		if after.Phase != bpav1.PhaseSucceeded {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(obj, eventType, "Run"+string(after.Phase), "Workflow %s %s: %s", after.Workflow.Name, after.Phase, after.Message)
+		r.Recorder.Eventf(obj, eventType, "Run"+string(after.Phase), "%s", runMessage(after))
 	case sameRun && isTerminal(before.Phase):
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunResumed", "Workflow %s is %s again (retried)", after.Workflow.Name, after.Phase)
 	}
 }
 
-func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
+func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ctrl.Result) error {
 	st := obj.GetRunStatus()
 	gen := obj.GetGeneration()
 	cluster, err := translator.ClusterOf(obj)
@@ -148,7 +159,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject) error {
 		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
 
 	if needRun {
-		started, err := r.startRun(ctx, obj, cluster, wfs, revision, rerun)
+		started, err := r.startRun(ctx, obj, cluster, wfs, revision, rerun, res)
 		if err != nil || started == nil {
 			return err
 		}
@@ -198,7 +209,7 @@ func (r *runReconciler) confirmGone(ctx context.Context, ns, name string) (bool,
 
 // startRun creates the Workflow for the current generation, or says why it must wait. It
 // returns the Workflow to mirror, or nil while waiting.
-func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster string, wfs []wfv1.Workflow, revision, rerun string) (*wfv1.Workflow, error) {
+func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster string, wfs []wfv1.Workflow, revision, rerun string, res *ctrl.Result) (*wfv1.Workflow, error) {
 	st := obj.GetRunStatus()
 	gen := obj.GetGeneration()
 	opts := r.Options
@@ -214,6 +225,19 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		r.mirror(obj, cluster, running)
 		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, running.Name))
 		return nil, nil
+	}
+	if r.kind.admit != nil {
+		refusal, err := r.kind.admit(ctx, obj, cluster)
+		if err != nil {
+			return nil, err
+		}
+		if refusal != nil {
+			setStalled(st, gen, refusal.Reason, refusal.Message)
+			if refusal.Retry {
+				res.RequeueAfter = refusalRetry
+			}
+			return nil, nil
+		}
 	}
 	if r.kind.gate != nil {
 		ok, msg, err := r.kind.gate(ctx, obj, cluster)
@@ -400,4 +424,17 @@ func (r *runReconciler) deleteWorkflows(ctx context.Context, obj runObject) erro
 		}
 	}
 	return nil
+}
+
+// runMessage says how a run ended: the Workflow's own message when it has one, else what
+// finished and how long it took. Never a dangling separator.
+func runMessage(st *bpav1.RunStatus) string {
+	msg := fmt.Sprintf("Workflow %s %s", st.Workflow.Name, st.Phase)
+	if st.StartedAt != nil && st.FinishedAt != nil {
+		msg += " in " + st.FinishedAt.Sub(st.StartedAt.Time).Round(time.Second).String()
+	}
+	if st.Message != "" {
+		msg += ": " + st.Message
+	}
+	return msg
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -18,13 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 func newProvisioning() *bpav1.Provisioning {
 	return &bpav1.Provisioning{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Generation: 1, UID: "uid-p", Labels: map[string]string{"cluster": "c1"}},
-		Spec:       bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Generation: 1, UID: "uid-p", Labels: map[string]string{"cluster": "c1"},
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}},
 	}
 }
 
@@ -34,6 +38,9 @@ func newTestReconciler(objs ...client.Object) (*runReconciler, client.Client, *r
 
 // newTestReconcilerWith lets a test intercept the reconciler's client calls.
 func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*runReconciler, client.Client, *record.FakeRecorder) {
+	if !slices.ContainsFunc(objs, func(o client.Object) bool { _, ok := o.(*corev1.Secret); return ok }) {
+		objs = append(objs, sshSecret("c1-ssh", "c1"))
+	}
 	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(funcs).
 		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{})
 	for _, i := range cacheIndexes {
@@ -52,7 +59,16 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, c, c, obj.(*bpav1.Provisioning))
 	}
+	r.kind.admit = func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
+		return admitProvisioning(ctx, c, c, obj.(*bpav1.Provisioning), cluster)
+	}
 	return r, c, rec
+}
+
+// sshSecret is an SSH Secret whose owner consented to cluster's runs mounting it.
+func sshSecret(name, cluster string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{bpav1.ClusterNameLabel: cluster}},
+		Data: map[string][]byte{"ssh-privatekey": []byte("k"), "known_hosts": []byte("h")}}
 }
 
 func reconcile(t *testing.T, r *runReconciler) *bpav1.Provisioning {
@@ -265,43 +281,115 @@ func TestAnExpiredNewerRunDoesNotBringBackAnOldFailure(t *testing.T) {
 	assert.True(t, condition(p, bpav1.ConditionReady).Status == metav1.ConditionTrue)
 }
 
-func claimedHost(name, cluster string) *metal3v1.BareMetalHost {
-	return &metal3v1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-		Labels: map[string]string{bpav1.HostClaimLabel: cluster}}}
+func host(name string, ref *corev1.ObjectReference, cluster string) *metal3v1.BareMetalHost {
+	h := &metal3v1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	if cluster != "" {
+		h.Labels = map[string]string{bpav1.HostClaimLabel: cluster}
+	}
+	h.Spec.ConsumerRef = ref
+	return h
+}
+
+func provisioningRef(name, uid string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning", Namespace: "ns", Name: name, UID: types.UID(uid)}
 }
 
 func claimed(t *testing.T, c client.Client, host string) bool {
 	h := &metal3v1.BareMetalHost{}
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: host}, h))
-	return h.Labels[bpav1.HostClaimLabel] != ""
+	return h.Labels[bpav1.HostClaimLabel] != "" || h.Spec.ConsumerRef != nil
 }
 
-// Claims name the cluster, so deleting one Provisioning must not release hosts another
-// Provisioning of the cluster holds, or may be claiming right now.
-func TestDeletionReleasesOnlyHostsNoOtherRunHolds(t *testing.T) {
-	for name, c := range map[string]struct {
-		otherPhase bpav1.RunPhase
-		otherHosts []string
-		released   []string
+// Deleting a Provisioning releases exactly the claims it made: hosts whose consumerRef names
+// its UID, and an earlier BPA's label-only claims of its cluster in its namespace when no
+// other live Provisioning holds the cluster. Never another consumer's host (a Metal3Machine,
+// a sibling, an older CR of the same name), whatever its labels say.
+func TestDeletionReleasesOnlyItsOwnClaims(t *testing.T) {
+	capm3 := &corev1.ObjectReference{APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "Metal3Machine", Namespace: "ns", Name: "m"}
+	hosts := func() []client.Object {
+		return []client.Object{
+			host("mine", provisioningRef("p", "uid-p"), "c1"),
+			host("old-uid", provisioningRef("p", "uid-old"), "c1"),
+			host("capm3", capm3, "c1"),
+			host("sibling", provisioningRef("q", "uid-q"), "c1"),
+			host("legacy", nil, "c1"),
+			host("other-cluster", nil, "c2"),
+		}
+	}
+	t.Run("alone", func(t *testing.T) {
+		r, cl, _ := newTestReconciler(append(hosts(), newProvisioning())...)
+		reconcile(t, r)
+		deleteAndReconcile(t, r, cl)
+		for h, kept := range map[string]bool{"mine": false, "old-uid": true, "capm3": true, "sibling": true, "legacy": false, "other-cluster": true} {
+			assert.Equal(t, kept, claimed(t, cl, h), h)
+		}
+	})
+	t.Run("a live sibling holds the cluster: label-only claims stay", func(t *testing.T) {
+		q := newProvisioning()
+		q.Name, q.UID = "q", "uid-q"
+		q.CreationTimestamp = metav1.NewTime(q.CreationTimestamp.Add(-time.Hour))
+		r, cl, _ := newTestReconciler(append(hosts(), newProvisioning(), q)...)
+		reconcile(t, r)
+		deleteAndReconcile(t, r, cl)
+		for h, kept := range map[string]bool{"mine": false, "legacy": true, "sibling": true} {
+			assert.Equal(t, kept, claimed(t, cl, h), h)
+		}
+	})
+	t.Run("a host namespace the policy does not allow is left alone", func(t *testing.T) {
+		p := newProvisioning()
+		p.Spec.BareMetalHostNamespace = "ns" // allowed: its own
+		other := host("elsewhere", provisioningRef("p", "uid-p"), "c1")
+		other.Namespace = "metal3"
+		p2 := newProvisioning()
+		p2.Spec.BareMetalHostNamespace = "metal3"
+		r, cl, _ := newTestReconciler(other, p2)
+		deleteAndReconcile(t, r, cl)
+		h := &metal3v1.BareMetalHost{}
+		require.NoError(t, cl.Get(context.Background(), client.ObjectKey{Namespace: "metal3", Name: "elsewhere"}, h))
+		assert.NotNil(t, h.Spec.ConsumerRef, "metal3 is not granted to namespace ns by the policy")
+	})
+}
+
+// The admission checks run again right before a run starts; each refusal stalls the CR with
+// a reason and a message naming the field and the rule, and creates no Workflow.
+func TestRunsAreAdmittedBeforeTheyStart(t *testing.T) {
+	older := newProvisioning()
+	older.Name, older.UID = "q", "uid-q"
+	older.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(-time.Hour))
+	evil := newProvisioning()
+	evil.Spec.Kubespray = &bpav1.KubesprayConfig{Image: "registry.evil/kubespray"}
+	for name, tc := range map[string]struct {
+		objs        []client.Object
+		reason, msg string
+		requeue     bool
 	}{
-		"the other run succeeded":   {bpav1.PhaseSucceeded, []string{"h1"}, []string{"h2"}},
-		"the other run is going on": {bpav1.PhaseRunning, nil, nil},
-		"the other never started":   {"", nil, nil},
+		"a second Provisioning of the cluster touches nothing": {
+			[]client.Object{newProvisioning(), older}, policy.ReasonClusterHeldByOther, "cluster c1 is held by Provisioning q", false},
+		"an image the policy does not list": {
+			[]client.Object{evil}, policy.ReasonPolicyViolation, "spec.kubespray.image: Forbidden: registry.evil/kubespray is not allowed by the built-in default policy", false},
+		"an SSH Secret without the owner's consent": {
+			[]client.Object{newProvisioning(), sshSecret("c1-ssh", "c2")}, policy.ReasonSSHSecretRefused, `Secret c1-ssh is labelled bpa.akraino.org/cluster="c2", not c1`, true},
+		"no SSH Secret": {
+			[]client.Object{newProvisioning(), sshSecret("unrelated", "c1")}, policy.ReasonSSHSecretRefused, "no Secret c1-ssh labelled bpa.akraino.org/cluster=c1", true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			other := newProvisioning()
-			other.Name, other.UID = "q", "uid-q"
-			r, cl, _ := newTestReconciler(newProvisioning(), other, claimedHost("h1", "c1"), claimedHost("h2", "c1"))
-			other.Status.Phase = c.otherPhase
-			for _, h := range c.otherHosts {
-				other.Status.Hosts = append(other.Status.Hosts, bpav1.HostStatus{Name: h, BareMetalHost: h})
-			}
-			require.NoError(t, cl.Status().Update(context.Background(), other))
-			reconcile(t, r)
-			deleteAndReconcile(t, r, cl)
-			for _, h := range []string{"h1", "h2"} {
-				assert.Equal(t, !slices.Contains(c.released, h), claimed(t, cl, h), h)
-			}
+			r, c, _ := newTestReconciler(tc.objs...)
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+			require.NoError(t, err)
+			p := &bpav1.Provisioning{}
+			require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+			assert.Empty(t, workflows(t, c))
+			stalled := condition(p, bpav1.ConditionStalled)
+			assert.Equal(t, tc.reason, stalled.Reason)
+			assert.Contains(t, stalled.Message, tc.msg)
+			assert.Equal(t, tc.requeue, res.RequeueAfter > 0)
 		})
 	}
+	t.Run("the admin's policy allows the image", func(t *testing.T) {
+		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Spec: bpav1.BPAPolicySpec{KubesprayImages: []string{"quay.io/kubespray/kubespray", "registry.evil/kubespray"}}}
+		r, c, _ := newTestReconciler(evil, pol)
+		reconcile(t, r)
+		assert.Len(t, workflows(t, c), 1)
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -44,6 +45,18 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 			gate: func(ctx context.Context, obj runObject, cluster string) (bool, string, error) {
 				return provisioningSucceeded(ctx, c, obj.GetNamespace(), cluster)
 			},
+			admit: func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
+				sw := obj.(*bpav1.Software)
+				pol, err := policy.Get(ctx, c)
+				if err != nil {
+					return nil, err
+				}
+				params, err := translator.SoftwareParameters(sw)
+				if err != nil {
+					return nil, err
+				}
+				return policy.AdmitSoftware(ctx, pol, mgr.GetAPIReader(), sw, cluster, params["ssh-secret"])
+			},
 			observe: func(obj runObject, _ string, o Observation) {
 				s := obj.(*bpav1.Software)
 				if o.HostSoftware != nil {
@@ -63,6 +76,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 		For(&bpav1.Software{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel)), builder.WithPredicates(notCreatedByUs)).
 		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares)).
+		Watches(&bpav1.BPAPolicy{}, handler.EnqueueRequestsFromMapFunc(allOf(c, &bpav1.SoftwareList{}))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), "-configmap") }))).
 		Named("software").

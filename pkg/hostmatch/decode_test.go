@@ -35,7 +35,7 @@ func TestFixedICNHost(t *testing.T) {
 	assert.Len(t, h.Status.HardwareDetails.NIC, 10)
 
 	// The master of the ICN e2e run is on it by the MAC its lease names.
-	got, err := Match(spec(t, "masters: [{master-test: {mac-address: 08:00:27:00:AB:C0, cpu: 64, memory: 200Gi}}]"), "c", hosts)
+	got, err := Match(spec(t, "masters: [{master-test: {mac-address: 08:00:27:00:AB:C0, cpu: 64, memory: 200Gi}}]"), Claimant{Cluster: "c"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-test=bpa-test-bmh", assignment(got))
 }
@@ -174,7 +174,7 @@ items:
 				t.Fatal("accepted a host without a name")
 			}
 		}
-		_, _ = Match(fuzzSpec, "c", hosts)
+		_, _ = Match(fuzzSpec, Claimant{Cluster: "c"}, hosts)
 	})
 }
 

@@ -52,7 +52,7 @@ func FuzzMatchSpec(f *testing.F) {
 		if yaml.Unmarshal(data, &p) != nil {
 			return
 		}
-		got, err := Match(&p.Spec, "c", hosts)
+		got, err := Match(&p.Spec, Claimant{Cluster: "c"}, hosts)
 		if err != nil {
 			return
 		}
@@ -77,7 +77,7 @@ func FuzzMatchSpec(f *testing.F) {
 				t.Fatalf("host %s used twice", hs.BareMetalHost)
 			}
 			used[hs.BareMetalHost] = true
-			h := newHost(byName[hs.BareMetalHost], "c", sel)
+			h := newHost(byName[hs.BareMetalHost], Claimant{Cluster: "c"}, sel)
 			if h.excluded != "" {
 				t.Fatalf("chose %s, which %s", h.name, h.excluded)
 			}

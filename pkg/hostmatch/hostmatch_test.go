@@ -10,6 +10,7 @@ import (
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -107,7 +108,7 @@ workers:
       mac-address: 00:C2:12:03:62:B1
   - worker-2:
       mac-address: 00:c2:12:03:62:b2
-`), "cluster-abc", hosts)
+`), Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, []bpav1.HostStatus{
 		{Name: "master", Roles: []string{"master"}, MAC: "00:c6:14:04:61:b2", BareMetalHost: "host-a"},
@@ -169,7 +170,7 @@ masters:
       cpu: 10
       memory: 4Gi
       sriov: true
-`), "cluster-abc", tc.hosts)
+`), Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, tc.hosts)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -177,7 +178,7 @@ masters:
 }
 
 func TestMatchByMACSkipsAStaleDuplicate(t *testing.T) {
-	got, err := Match(spec(t, "masters: [{master-1: {mac-address: 00:c6:14:04:61:b2}}]"), "c", []metal3v1.BareMetalHost{
+	got, err := Match(spec(t, "masters: [{master-1: {mac-address: 00:c6:14:04:61:b2}}]"), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("old", nic("00:c6:14:04:61:b2", ""), deleting),
 		bmh("new", nic("00:c6:14:04:61:b2", "")),
 	})
@@ -189,7 +190,7 @@ func TestTwoNodesOnOneHost(t *testing.T) {
 	_, err := Match(spec(t, `
 masters: [{master-1: {mac-address: 00:00:00:00:00:01}}]
 workers: [{worker-1: {mac-address: 00:00:00:00:00:02}}]
-`), "c", []metal3v1.BareMetalHost{bmh("host-a", nic("00:00:00:00:00:01", ""), nic("00:00:00:00:00:02", ""))})
+`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{bmh("host-a", nic("00:00:00:00:00:01", ""), nic("00:00:00:00:00:02", ""))})
 	assert.ErrorContains(t, err, "nodes master-1 and worker-1 name MACs of the same BareMetalHost host-a")
 }
 
@@ -201,7 +202,7 @@ masters: [{master-1: {cpu: 10}}]
 workers: [{worker-1: {cpu: 20, sriov: true}}]
 `)
 	hosts := []metal3v1.BareMetalHost{bmh("host-a", hw(32, 65536), sriov, boot("00:00:00:00:00:0a")), bmh("host-b", hw(12, 16384), boot("00:00:00:00:00:0b"))}
-	got, err := Match(s, "c", hosts)
+	got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=host-b worker-1=host-a", assignment(got))
 	assert.Equal(t, "00:00:00:00:00:0b", got[0].MAC, "a node chosen by resources reports its host's boot MAC")
@@ -218,7 +219,7 @@ func TestAugmentingPath(t *testing.T) {
 	got, err := Match(spec(t, `
 masters: [{node-1: {cpu: 4}}]
 workers: [{node-2: {qat: true}}]
-`), "c", []metal3v1.BareMetalHost{
+`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("p", hw(4, 4096), qat, boot("00:00:00:00:00:01")),
 		bmh("q", hw(8, 4096), boot("00:00:00:00:00:02")),
 	})
@@ -242,7 +243,7 @@ workers: [{worker-1: {cpu: 8}}, {worker-2: {cpu: 8}}]
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 20; i++ {
 		r.Shuffle(len(hosts), func(a, b int) { hosts[a], hosts[b] = hosts[b], hosts[a] })
-		got, err := Match(s, "c", hosts)
+		got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 		require.NoError(t, err)
 		assert.Equal(t, want, assignment(got), "the host order must not matter")
 	}
@@ -253,7 +254,7 @@ workers: [{worker-1: {cpu: 8}}, {worker-2: {cpu: 8}}]
 			claimedBy("c")(&hosts[i])
 		}
 	}
-	got, err := Match(s, "c", hosts)
+	got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=medium worker-1=big worker-2=tiny-ram", assignment(got))
 }
@@ -269,12 +270,12 @@ func TestExcludedHostsAreNeverChosen(t *testing.T) {
 		bmh("f-uninspected", boot("00:00:00:00:00:06"), notInspected),
 		bmh("g-small", hw(0, 1024), boot("00:00:00:00:00:07")),
 	}
-	_, err := Match(s, "mine", bad)
+	_, err := Match(s, Claimant{Cluster: "mine", Namespace: "metal3"}, bad)
 	require.ErrorIs(t, err, ErrNoAssignment)
 	assert.Contains(t, err.Error(), "node master-1 (cpu ≥ 1, roles master+worker): none of the 7 BareMetalHosts qualifies "+
 		`(2 in error; 1 being deleted; 1 claimed by cluster "other"; 1 not inspected; 1 too few CPUs; 1 without a MAC address)`)
 
-	got, err := Match(s, "mine", append(bad, bmh("z-good", hw(1, 1024), boot("00:00:00:00:00:09"), claimedBy("mine"))))
+	got, err := Match(s, Claimant{Cluster: "mine", Namespace: "metal3"}, append(bad, bmh("z-good", hw(1, 1024), boot("00:00:00:00:00:09"), claimedBy("mine"))))
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=z-good", assignment(got), "a host already claimed by this cluster is fine")
 }
@@ -283,7 +284,7 @@ func TestHallViolation(t *testing.T) {
 	_, err := Match(spec(t, `
 masters: [{m: {cpu: 4}}]
 workers: [{w1: {cpu: 16}}, {w2: {cpu: 16}}]
-`), "c", []metal3v1.BareMetalHost{
+`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("a", hw(32, 1024), boot("00:00:00:00:00:01")),
 		bmh("b", hw(4, 1024), boot("00:00:00:00:00:02")),
 	})
@@ -305,17 +306,17 @@ workerSelector:
 		bmh("a", hw(1, 1), boot("00:00:00:00:00:01"), label("rack", "r2")),
 		bmh("b", hw(2, 1), boot("00:00:00:00:00:02"), label("rack", "r1")),
 	}
-	got, err := Match(s, "c", hosts)
+	got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=b worker-1=a", assignment(got))
 
 	// A MAC pin must respect the selector too.
 	s.Masters[0]["master-1"] = &bpav1.NodeRequirements{MACAddress: "00:00:00:00:00:01"}
-	_, err = Match(s, "c", hosts)
+	_, err = Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	assert.ErrorContains(t, err, "node master-1: BareMetalHost a (MAC 00:00:00:00:00:01) does not meet the node's requirements: its labels do not match masterSelector")
 
 	s.MasterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Bogus"}}}
-	_, err = Match(s, "c", hosts)
+	_, err = Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	assert.ErrorContains(t, err, "masterSelector:")
 }
 
@@ -344,7 +345,7 @@ masters: [{node: {cpu: 4}}]
 workers: [{node: {memory: 8Gi}}]`, "node master,worker"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := Match(spec(t, tc.spec), "c", hosts)
+			got, err := Match(spec(t, tc.spec), Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 			require.NoError(t, err)
 			var parts []string
 			for _, h := range got {
@@ -355,7 +356,7 @@ workers: [{node: {memory: 8Gi}}]`, "node master,worker"},
 	}
 	_, err := Match(spec(t, `
 masters: [{node: {cpu: 4}}]
-workers: [{node: {cpu: 16}}]`), "c", hosts)
+workers: [{node: {cpu: 16}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	assert.ErrorIs(t, err, ErrNoAssignment, "both entries' requirements hold")
 }
 
@@ -384,7 +385,7 @@ workers: [{b: {mac-address: 00-00-00-00-00-01}}]`, "nodes a and b both name mac-
 }
 
 func TestMemoryRoundsUp(t *testing.T) {
-	got, err := Match(spec(t, `masters: [{a: {memory: "4294967297"}}]`), "c", []metal3v1.BareMetalHost{
+	got, err := Match(spec(t, `masters: [{a: {memory: "4294967297"}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("exact", hw(1, 4096), boot("00:00:00:00:00:01")),
 		bmh("more", hw(1, 4097), boot("00:00:00:00:00:02")),
 	})
@@ -393,7 +394,7 @@ func TestMemoryRoundsUp(t *testing.T) {
 }
 
 func TestDuplicateHostName(t *testing.T) {
-	_, err := Match(spec(t, `masters: [{a: {}}]`), "c", []metal3v1.BareMetalHost{bmh("x", boot("00:00:00:00:00:01")), bmh("x", boot("00:00:00:00:00:02"))})
+	_, err := Match(spec(t, `masters: [{a: {}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{bmh("x", boot("00:00:00:00:00:01")), bmh("x", boot("00:00:00:00:00:02"))})
 	assert.ErrorContains(t, err, "BareMetalHost x is listed twice")
 }
 
@@ -430,7 +431,7 @@ func TestMatchIsMaximum(t *testing.T) {
 		}
 		nodes, err := Nodes(s)
 		require.NoError(t, err)
-		got, err := Match(s, "c", hosts)
+		got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 		exists := bruteForce(nodes, hosts)
 		if !exists {
 			require.ErrorIs(t, err, ErrNoAssignment, "iteration %d", iter)
@@ -446,7 +447,7 @@ func TestMatchIsMaximum(t *testing.T) {
 			require.False(t, used[hs.BareMetalHost], "host used twice")
 			used[hs.BareMetalHost] = true
 			n := nodes[indexOf(nodes, hs.Name)]
-			h := newHost(byName[hs.BareMetalHost], "c", Selectors{})
+			h := newHost(byName[hs.BareMetalHost], Claimant{Cluster: "c", Namespace: "metal3"}, Selectors{})
 			require.Empty(t, h.excluded)
 			require.Empty(t, unmet(n, &h), "node %s on host %s", n.Name, h.name)
 		}
@@ -465,7 +466,7 @@ func indexOf(nodes []Node, name string) int {
 func bruteForce(nodes []Node, bmhs []metal3v1.BareMetalHost) bool {
 	hosts := make([]host, len(bmhs))
 	for i := range bmhs {
-		hosts[i] = newHost(&bmhs[i], "c", Selectors{})
+		hosts[i] = newHost(&bmhs[i], Claimant{Cluster: "c", Namespace: "metal3"}, Selectors{})
 	}
 	used := make([]bool, len(hosts))
 	var try func(k int) bool
@@ -488,7 +489,50 @@ func bruteForce(nodes []Node, bmhs []metal3v1.BareMetalHost) bool {
 }
 
 func TestErrNoAssignmentIsWrapped(t *testing.T) {
-	_, err := Match(spec(t, `masters: [{a: {cpu: 4}}]`), "c", nil)
+	_, err := Match(spec(t, `masters: [{a: {cpu: 4}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, nil)
 	assert.True(t, errors.Is(err, ErrNoAssignment))
 	assert.Contains(t, err.Error(), "there are no BareMetalHosts")
+}
+
+// Claims are metal3's spec.consumerRef: a host another consumer holds (a Metal3Machine of
+// Cluster API, another namespace's Provisioning, a Provisioning of the same name re-created)
+// is never chosen, and the error names the consumer; a host whose consumerRef names this
+// Provisioning is preferred like any of its own; a label-only claim of an earlier BPA is
+// adopted only in the Provisioning's own namespace.
+func TestConsumerRefClaims(t *testing.T) {
+	me := Claimant{Cluster: "c", Namespace: "metal3", Name: "p", UID: "uid-1"}
+	consumed := func(ref corev1.ObjectReference) hostOpt {
+		return func(h *metal3v1.BareMetalHost) { h.Spec.ConsumerRef = &ref }
+	}
+	s := spec(t, "masters: [{m: {mac-address: 00:00:00:00:00:01}}]")
+	host := func(opts ...hostOpt) []metal3v1.BareMetalHost {
+		return []metal3v1.BareMetalHost{bmh("h", append([]hostOpt{hw(4, 4096), boot("00:00:00:00:00:01")}, opts...)...)}
+	}
+	for name, tc := range map[string]struct {
+		opts []hostOpt
+		err  string
+	}{
+		"capm3 machine": {[]hostOpt{consumed(corev1.ObjectReference{APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "Metal3Machine", Namespace: "metal3", Name: "m-1"})},
+			"is used by Metal3Machine metal3/m-1 (spec.consumerRef)"},
+		"other namespace": {[]hostOpt{consumed(corev1.ObjectReference{APIVersion: "bpa.akraino.org/v1alpha1", Kind: "Provisioning", Namespace: "tenant-b", Name: "p"})},
+			"is used by Provisioning tenant-b/p"},
+		"same name, another uid": {[]hostOpt{consumed(corev1.ObjectReference{APIVersion: "bpa.akraino.org/v1alpha1", Kind: "Provisioning", Namespace: "metal3", Name: "p", UID: "uid-old"})},
+			"is used by Provisioning metal3/p"},
+		"label-only claim from another namespace": {[]hostOpt{claimedBy("c"), func(h *metal3v1.BareMetalHost) { h.Namespace = "shared" }},
+			"is labelled bpa.akraino.org/cluster=c by an earlier BPA outside namespace metal3"},
+		"ours by consumerRef":                      {[]hostOpt{consumed(*me.ConsumerRef())}, ""},
+		"earlier BPA's label claim, own namespace": {[]hostOpt{claimedBy("c")}, ""},
+		"free": {nil, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Match(s, me, host(tc.opts...))
+			if tc.err == "" {
+				require.NoError(t, err)
+				assert.Equal(t, "h", got[0].BareMetalHost)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.err)
+		})
+	}
 }

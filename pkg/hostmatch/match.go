@@ -25,8 +25,11 @@ import (
 	"strings"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
@@ -64,9 +67,56 @@ func SelectorsOf(spec *bpav1.ProvisioningSpec) (Selectors, error) {
 	return Selectors{Master: m, Worker: w}, nil
 }
 
-// Match chooses a host for every node of spec from hosts, for the cluster named cluster.
-// The result is sorted by node name; IPs are left empty (resolve-leases fills them).
-func Match(spec *bpav1.ProvisioningSpec, cluster string, hosts []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
+// Claimant is the Provisioning hosts are chosen for. A host is its own when the host's
+// spec.consumerRef names it, or, for hosts an earlier BPA claimed with the cluster label
+// only, when that label names its cluster and the host is in its own namespace (a claim
+// in a namespace shared by several tenants cannot tell whose it was: an admin adopts it
+// by setting spec.consumerRef).
+type Claimant struct {
+	Cluster, Namespace, Name string
+	// UID, when known, must match the consumerRef's too: a Provisioning deleted and
+	// created again under the same name does not inherit the old one's hosts silently.
+	UID types.UID
+}
+
+// ClaimantOf is the claimant for a Provisioning of cluster.
+func ClaimantOf(p *bpav1.Provisioning, cluster string) Claimant {
+	return Claimant{Cluster: cluster, Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}
+
+// ConsumerRef is the spec.consumerRef that claims a host for c.
+func (c Claimant) ConsumerRef() *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning", Namespace: c.Namespace, Name: c.Name, UID: c.UID}
+}
+
+// Owns says whether ref names c.
+func (c Claimant) Owns(ref *corev1.ObjectReference) bool {
+	if ref == nil || ref.Kind != "Provisioning" || ref.Namespace != c.Namespace || ref.Name != c.Name {
+		return false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != bpav1.GroupVersion.Group {
+		return false
+	}
+	return c.UID == "" || ref.UID == "" || ref.UID == c.UID
+}
+
+// LegacyClaim says whether b carries only an earlier BPA's label claim for c's cluster in
+// c's namespace, which c adopts.
+func (c Claimant) LegacyClaim(b *metal3v1.BareMetalHost) bool {
+	return b.Spec.ConsumerRef == nil && b.Labels[bpav1.HostClaimLabel] == c.Cluster && b.Namespace == c.Namespace
+}
+
+// Describe names a consumerRef for messages.
+func Describe(ref *corev1.ObjectReference) string {
+	if ref.Namespace == "" {
+		return ref.Kind + " " + ref.Name
+	}
+	return ref.Kind + " " + ref.Namespace + "/" + ref.Name
+}
+
+// Match chooses a host for every node of spec from hosts, for claimant. The result is
+// sorted by node name; IPs are left empty (resolve-leases fills them).
+func Match(spec *bpav1.ProvisioningSpec, cluster Claimant, hosts []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
 	nodes, err := Nodes(spec)
 	if err != nil {
 		return nil, err
@@ -89,7 +139,7 @@ type host struct {
 	qat       bool
 	master    bool // in masterSelector
 	worker    bool // in workerSelector
-	ours      bool // already claimed by this cluster
+	ours      bool // already claimed by this claimant
 	// excluded says why the host can never be chosen, empty if it can; excludedShort is
 	// the same for counting hosts in an error.
 	excluded, excludedShort string
@@ -99,15 +149,16 @@ type host struct {
 	macs []string // every MAC of the host, normalised
 }
 
-func newHost(b *metal3v1.BareMetalHost, cluster string, sel Selectors) host {
+func newHost(b *metal3v1.BareMetalHost, cluster Claimant, sel Selectors) host {
 	h := host{bmh: b, name: b.Name}
 	l := labels.Set(b.Labels)
 	h.sriov = l[bpav1.SRIOVFeatureLabel] == "true"
 	h.qat = l[bpav1.QATFeatureLabel] == "true"
 	h.master = sel.Master == nil || sel.Master.Matches(l)
 	h.worker = sel.Worker == nil || sel.Worker.Matches(l)
-	claim, claimed := b.Labels[bpav1.HostClaimLabel]
-	h.ours = claimed && claim == cluster
+	ref := b.Spec.ConsumerRef
+	h.ours = cluster.Owns(ref) || cluster.LegacyClaim(b)
+	label, labelled := b.Labels[bpav1.HostClaimLabel]
 	switch {
 	case b.DeletionTimestamp != nil:
 		h.excluded, h.excludedShort = "is being deleted", "being deleted"
@@ -116,9 +167,18 @@ func newHost(b *metal3v1.BareMetalHost, cluster string, sel Selectors) host {
 		if b.Status.ErrorMessage != "" {
 			h.excluded = "is in error: " + b.Status.ErrorMessage
 		}
-	case claimed && !h.ours:
-		h.excluded = fmt.Sprintf("is claimed by cluster %q (label %s)", claim, bpav1.HostClaimLabel)
-		h.excludedShort = fmt.Sprintf("claimed by cluster %q", claim)
+	case h.ours:
+	case ref != nil:
+		h.excluded = fmt.Sprintf("is used by %s (spec.consumerRef)", Describe(ref))
+		h.excludedShort = "used by another consumer"
+	case labelled && label == cluster.Cluster:
+		// An earlier BPA's label claim outside the Provisioning's namespace: another
+		// tenant's cluster of the same name looks just the same.
+		h.excluded = fmt.Sprintf("is labelled %s=%s by an earlier BPA outside namespace %s, so it may be another tenant's; an admin adopts it by setting its spec.consumerRef", bpav1.HostClaimLabel, label, cluster.Namespace)
+		h.excludedShort = "label-only claim outside the namespace"
+	case labelled:
+		h.excluded = fmt.Sprintf("is claimed by cluster %q (label %s)", label, bpav1.HostClaimLabel)
+		h.excludedShort = fmt.Sprintf("claimed by cluster %q", label)
 	}
 	addMAC := func(s string) string {
 		mac, ok := leases.NormalizeMAC(strings.TrimSpace(s))
@@ -190,7 +250,7 @@ func longForms(miss []shortfall) string {
 }
 
 // MatchNodes is Match on nodes already flattened by Nodes.
-func MatchNodes(nodes []Node, sel Selectors, cluster string, bmhs []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
+func MatchNodes(nodes []Node, sel Selectors, cluster Claimant, bmhs []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
 	hosts := make([]host, len(bmhs))
 	for i := range bmhs {
 		hosts[i] = newHost(&bmhs[i], cluster, sel)

@@ -1,6 +1,7 @@
 package translator
 
 import (
+	"encoding/json"
 	"strconv"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -15,7 +16,7 @@ var ProvisioningSteps = []string{"discover-hosts", "resolve-leases", "render-inv
 // provisioningParameterOrder is the order of the Workflow's parameters, which is also what
 // `bpa step lookup` writes for ad-hoc runs.
 var provisioningParameterOrder = []string{
-	"provisioning", "cluster", "generation", "lease-source", "lease-host-path", "kubespray-image",
+	"provisioning", "cluster", "generation", "lease-source", "lease-host-path", "lease-pod-spec-patch", "kubespray-image",
 	"ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
 }
 
@@ -32,9 +33,19 @@ func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
 	params["generation"] = strconv.FormatInt(p.Generation, 10)
 	params["lease-source"] = string(bpav1.LeaseSourceBareMetalHost)
 	params["lease-host-path"] = ""
+	params["lease-pod-spec-patch"] = "{}"
 	if l := p.Spec.Leases; l != nil && l.Type != "" {
 		params["lease-source"] = string(l.Type)
 		params["lease-host-path"] = l.HostPath
+		if len(l.NodeSelector) > 0 {
+			// The pod that mounts the lease file runs where the file is. JSON-encoded here
+			// from validated label keys and values, it can hold nothing but a nodeSelector.
+			patch, err := json.Marshal(map[string]any{"nodeSelector": l.NodeSelector})
+			if err != nil {
+				return nil, err
+			}
+			params["lease-pod-spec-patch"] = string(patch)
+		}
 	}
 	image, version := DefaultKubesprayImage, DefaultKubesprayVer
 	if k := p.Spec.Kubespray; k != nil {
@@ -80,7 +91,8 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	if params["lease-source"] != string(bpav1.LeaseSourceBareMetalHost) {
 		resolve = task("resolve-leases", t, "resolve-leases-from-file", "discover-hosts",
 			"provisioning", cr, "generation", gen, "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}",
-			"lease-source", wfParam("lease-source"), "lease-host-path", wfParam("lease-host-path"))
+			"lease-source", wfParam("lease-source"), "lease-host-path", wfParam("lease-host-path"),
+			"lease-pod-spec-patch", wfParam("lease-pod-spec-patch"))
 	}
 	hosts := "{{tasks.render-inventory.outputs.parameters.hosts}}"
 	tasks := []wfv1.DAGTask{

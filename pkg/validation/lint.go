@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 )
 
 // Problem is one thing wrong with one CR, in the words the apiserver would use.
@@ -105,8 +106,44 @@ func ValidateUnstructured(ctx context.Context, u *unstructured.Unstructured) (Do
 	if err != nil {
 		return doc, field.ErrorList{field.Invalid(field.NewPath("spec"), nil, err.Error())}
 	}
+	// The site policy, as config/admission/site-policy.yaml applies it at admission. A CR
+	// read from a file without a namespace is judged as kubectl would create it: in
+	// "default".
+	pol := PolicyFrom(ctx)
+	switch o := obj.(type) {
+	case *bpav1.Provisioning:
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
+		errs = pol.CheckProvisioning(o)
+		o.Namespace = u.GetNamespace()
+	case *bpav1.Software:
+		if o.Namespace == "" {
+			o.Namespace = "default"
+		}
+		errs = pol.CheckSoftware(o)
+		o.Namespace = u.GetNamespace()
+	}
+	if len(errs) > 0 {
+		return doc, errs
+	}
 	doc.Object = obj
 	return doc, nil
+}
+
+type policyKey struct{}
+
+// WithPolicy makes lint judge CRs by pol instead of the built-in default policy.
+func WithPolicy(ctx context.Context, pol policy.Policy) context.Context {
+	return context.WithValue(ctx, policyKey{}, pol)
+}
+
+// PolicyFrom is the policy lint applies: the one WithPolicy set, or the default.
+func PolicyFrom(ctx context.Context) policy.Policy {
+	if p, ok := ctx.Value(policyKey{}).(policy.Policy); ok {
+		return p
+	}
+	return policy.Default()
 }
 
 func typed(u *unstructured.Unstructured) (runtime.Object, error) {

@@ -17,12 +17,16 @@ import (
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/config"
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 )
 
@@ -86,7 +90,7 @@ func InstallAdmissionPolicy(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(config.AdmissionPolicy), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(config.AdmissionPolicy()), 4096)
 	for {
 		var probe struct {
 			Kind string `json:"kind"`
@@ -98,6 +102,9 @@ func InstallAdmissionPolicy(ctx context.Context, cfg *rest.Config) error {
 				return nil
 			}
 			return err
+		}
+		if len(obj) == 0 {
+			continue
 		}
 		raw, err = jsonMarshal(obj)
 		if err != nil {
@@ -123,8 +130,72 @@ func InstallAdmissionPolicy(ctx context.Context, cfg *rest.Config) error {
 			if _, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return err
 			}
+		case "BPAPolicy":
+			p := &bpav1.BPAPolicy{}
+			if err := jsonUnmarshal(raw, p); err != nil {
+				return err
+			}
+			if err := CreatePolicy(ctx, cfg, p); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("unexpected kind %q in config/admission", probe.Kind)
+		}
+	}
+}
+
+// CreatePolicy creates (or replaces the spec of) a BPAPolicy.
+func CreatePolicy(ctx context.Context, cfg *rest.Config, p *bpav1.BPAPolicy) error {
+	s := runtime.NewScheme()
+	if err := bpav1.AddToScheme(s); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	err = c.Create(ctx, p.DeepCopy())
+	if apierrors.IsAlreadyExists(err) {
+		old := &bpav1.BPAPolicy{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), old); err != nil {
+			return err
+		}
+		old.Spec = p.Spec
+		return c.Update(ctx, old)
+	}
+	return err
+}
+
+// InstallStepRBAC creates the step accounts, Roles and bindings of config/rbac/steps.yaml
+// in ns, so steps run with exactly the rights a deployment gives them. Cluster-scoped
+// bindings get ns as a suffix, so several namespaces of one rig can each have theirs.
+func InstallStepRBAC(ctx context.Context, c client.Client, ns string) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(config.StepRBAC), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		switch u.GetKind() {
+		case "ClusterRole":
+		case "ClusterRoleBinding":
+			u.SetName(u.GetName() + "-" + ns)
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+			_ = unstructured.SetNestedSlice(u.Object, subjects, "subjects")
+		default:
+			u.SetNamespace(ns)
+		}
+		if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
 }

@@ -229,6 +229,16 @@ func emissaryArgv(c *corev1.Container) ([]string, error) {
 // their container paths (and those of output parameters and of the
 // termination message, returned) in pm.
 func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1.Container, tmpl *wfv1.Template, pm *pathMap) (string, error) {
+	// A real kubelet starts no container until every Secret volume of the pod exists,
+	// the executor's token among them (mounted into Argo's containers, not main).
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret == nil || (v.Secret.Optional != nil && *v.Secret.Optional) {
+			continue
+		}
+		if _, err := k.kube.CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{}); err != nil {
+			return "", fmt.Errorf("volume %s: MountVolume.SetUp failed: %w", v.Name, err)
+		}
+	}
 	volDir := filepath.Join(filepath.Dir(pm.root), "volumes")
 	done := map[string]bool{}
 	var mountPoints []string

@@ -11,6 +11,8 @@ package sim
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,12 +29,11 @@ import (
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/kubelet"
@@ -97,7 +98,7 @@ func New(t testing.TB, opts Options) *Site {
 	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
 	must(t, err, "client")
 	s.Client = c
-	must(t, s.installStepRBAC(ctx), "installing the step service account and role")
+	must(t, bpatest.InstallStepRBAC(ctx, c, s.Namespace), "installing the step accounts and roles")
 
 	s.App, err = s.Rig.StartAppAPIServer(ctx)
 	must(t, err, "starting the application apiserver")
@@ -149,12 +150,19 @@ func buildBPA(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		buildPath = filepath.Join(root, "bin", "bpa-test")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/bpa")
+		// Test binaries of two packages (go test -p 2) build at once: each writes its own
+		// file and renames it into place, so neither runs the other's half-written one. The
+		// name carries the checkout's path, so two checkouts sharing a bin/ never swap builds.
+		sum := sha256.Sum256([]byte(root))
+		buildPath = filepath.Join(root, "bin", "bpa-test-"+hex.EncodeToString(sum[:4]))
+		tmp := fmt.Sprintf("%s.%d", buildPath, os.Getpid())
+		cmd := exec.Command("go", "build", "-o", tmp, "./cmd/bpa")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/bpa: %v\n%s", err, out)
+			return
 		}
+		buildErr = os.Rename(tmp, buildPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -167,38 +175,6 @@ func freeLoopbackPort(t testing.TB) int {
 	must(t, err, "finding a free port")
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// installStepRBAC creates the bpa-step ServiceAccount and the Role of config/rbac, so the
-// steps run with exactly the permissions a real deployment gives them.
-func (s *Site) installStepRBAC(ctx context.Context) error {
-	root, err := rig.RepoRoot()
-	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(filepath.Join(root, "config/rbac/step_role.yaml"))
-	if err != nil {
-		return err
-	}
-	docs := strings.Split(string(data), "\n---\n")
-	role, binding := &rbacv1.Role{}, &rbacv1.RoleBinding{}
-	if err := yaml.Unmarshal([]byte(docs[0]), role); err != nil {
-		return err
-	}
-	if err := yaml.Unmarshal([]byte(docs[1]), binding); err != nil {
-		return err
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bpa-step"}}
-	for _, o := range []client.Object{sa, role, binding} {
-		o.SetNamespace(s.Namespace)
-		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	for i := range binding.Subjects {
-		binding.Subjects[i].Namespace = s.Namespace
-	}
-	return s.Client.Update(ctx, binding)
 }
 
 // runKubespray runs the run-kubespray step pod: the real `bpa step run-kubespray` (the
@@ -369,7 +345,8 @@ func (s *Site) CreateSSHSecret(ctx context.Context, cluster string) {
 	known, err := os.ReadFile(s.SSH.KnownHostsPath())
 	must(s.T, err, "reading known_hosts")
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-ssh", Namespace: s.Namespace},
+		// The label is the owner's consent to the cluster's runs mounting the Secret.
+		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-ssh", Namespace: s.Namespace, Labels: map[string]string{bpav1.ClusterNameLabel: cluster}},
 		Type:       corev1.SecretTypeSSHAuth,
 		Data:       map[string][]byte{corev1.SSHAuthPrivateKey: key, "known_hosts": known},
 	}

@@ -3,7 +3,7 @@
 // each chosen host for the cluster with the label bpa.akraino.org/cluster, so that two
 // clusters never get one host. Its output is the hosts JSON the later steps read.
 //
-// Rerunning it is safe: hosts already claimed for this cluster are preferred, so a rerun
+// Rerunning it is safe: hosts already claimed by this Provisioning are preferred, so a rerun
 // with the same spec and hosts chooses, and keeps, the same hosts.
 package discoverhosts
 
@@ -13,7 +13,9 @@ import (
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -54,50 +56,80 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 	if err != nil {
 		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}
+	me := hostmatch.ClaimantOf(p, cluster)
 	ns := BareMetalHostNamespace(p)
 	var list metal3v1.BareMetalHostList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("listing BareMetalHosts in namespace %s: %w", ns, err)
 	}
-	hosts, err := hostmatch.Match(&p.Spec, cluster, list.Items)
+	byName := make(map[string]*metal3v1.BareMetalHost, len(list.Items))
+	for i := range list.Items {
+		b := &list.Items[i]
+		byName[b.Name] = b
+		if ref := b.Spec.ConsumerRef; ref != nil && !me.Owns(ref) {
+			logf("BareMetalHost %s/%s skipped: used by %s", ns, b.Name, hostmatch.Describe(ref))
+		}
+	}
+	hosts, err := hostmatch.Match(&p.Spec, me, list.Items)
 	if err != nil {
 		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}
-	byName := make(map[string]*metal3v1.BareMetalHost, len(list.Items))
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
-	}
 	for _, h := range hosts {
 		b := byName[h.BareMetalHost]
-		if b.Labels[bpav1.HostClaimLabel] == cluster {
-			logf("node %s: BareMetalHost %s/%s, already claimed for cluster %s", h.Name, ns, b.Name, cluster)
+		if me.Owns(b.Spec.ConsumerRef) && b.Labels[bpav1.HostClaimLabel] == cluster {
+			logf("node %s: BareMetalHost %s/%s, already claimed by Provisioning %s", h.Name, ns, b.Name, p.Name)
 			continue
 		}
-		if err := claim(ctx, c, b, cluster); err != nil {
+		legacy := me.LegacyClaim(b)
+		if err := claim(ctx, c, b, me); err != nil {
 			return nil, err
 		}
-		logf("node %s: claimed BareMetalHost %s/%s for cluster %s", h.Name, ns, b.Name, cluster)
+		if legacy {
+			msg := fmt.Sprintf("adopted BareMetalHost %s/%s: an earlier BPA claimed it for cluster %s with a label only; it now carries spec.consumerRef", ns, b.Name, cluster)
+			logf("node %s: %s", h.Name, msg)
+			recordEvent(ctx, c, p, "AdoptedHostClaim", msg)
+			continue
+		}
+		logf("node %s: claimed BareMetalHost %s/%s for Provisioning %s (cluster %s)", h.Name, ns, b.Name, p.Name, cluster)
 	}
 	return hosts, nil
 }
 
-// claim labels b for cluster with a merge patch that carries b's resourceVersion: if
-// anything changed the host since it was listed (another cluster's run claiming it, say),
-// the patch fails with a conflict instead of taking the host from under it, and the
-// step's retry matches again with fresh data.
-func claim(ctx context.Context, c client.Client, b *metal3v1.BareMetalHost, cluster string) error {
+// claim sets metal3's claim, spec.consumerRef, to the Provisioning, and the cluster label
+// for selection and `kubectl get bmh -l`, in one merge patch that carries b's
+// resourceVersion: if anything changed the host since it was listed (another claimant
+// taking it, say), the patch fails with a conflict instead of taking the host from under
+// it, and the step's retry matches again with fresh data. So two claimants never both win.
+func claim(ctx context.Context, c client.Client, b *metal3v1.BareMetalHost, me hostmatch.Claimant) error {
 	orig := b.DeepCopy()
 	if b.Labels == nil {
 		b.Labels = map[string]string{}
 	}
-	b.Labels[bpav1.HostClaimLabel] = cluster
+	b.Labels[bpav1.HostClaimLabel] = me.Cluster
+	b.Spec.ConsumerRef = me.ConsumerRef()
 	err := c.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("claiming BareMetalHost %s/%s for cluster %s: it changed since it was listed; the retry matches again: %w",
-			b.Namespace, b.Name, cluster, err)
+		return fmt.Errorf("claiming BareMetalHost %s/%s for Provisioning %s: it changed since it was listed; the retry matches again: %w",
+			b.Namespace, b.Name, me.Name, err)
 	case err != nil:
-		return fmt.Errorf("claiming BareMetalHost %s/%s for cluster %s: %w", b.Namespace, b.Name, cluster, err)
+		return fmt.Errorf("claiming BareMetalHost %s/%s for Provisioning %s: %w", b.Namespace, b.Name, me.Name, err)
 	}
 	return nil
+}
+
+// recordEvent reports on the Provisioning what `kubectl describe` should show. An event is
+// best effort: failing to write one never fails the step.
+func recordEvent(ctx context.Context, c client.Client, p *bpav1.Provisioning, reason, msg string) {
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: p.Name + ".", Namespace: p.Namespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning",
+			Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Reason: reason, Message: msg, Type: corev1.EventTypeNormal, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "bpa-step-discover-hosts"},
+	}
+	if err := c.Create(ctx, ev); err != nil {
+		fmt.Printf("could not record event %s: %v\n", reason, err)
+	}
 }

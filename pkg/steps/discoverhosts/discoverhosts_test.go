@@ -2,6 +2,7 @@ package discoverhosts
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -52,6 +54,9 @@ func claims(t *testing.T, c client.Client) map[string]string {
 	out := map[string]string{}
 	for _, b := range list.Items {
 		out[b.Namespace+"/"+b.Name] = b.Labels[bpav1.HostClaimLabel]
+		if ref := b.Spec.ConsumerRef; ref != nil {
+			out[b.Namespace+"/"+b.Name] += " " + hostmatch.Describe(ref)
+		}
 	}
 	return out
 }
@@ -70,7 +75,8 @@ func TestDiscoverAndClaim(t *testing.T) {
 		{Name: "worker-1", Roles: []string{"worker"}, MAC: "52:54:00:00:00:07", BareMetalHost: "node-07"},
 		{Name: "worker-2", Roles: []string{"worker"}, MAC: "52:54:00:00:00:06", BareMetalHost: "node-06"},
 	}, hosts)
-	assert.Equal(t, map[string]string{"bpa/node-06": "cluster-res", "bpa/node-07": "cluster-res", "bpa/node-08": "cluster-res"}, claims(t, c))
+	mine := "cluster-res Provisioning bpa/provisioning-by-resources"
+	assert.Equal(t, map[string]string{"bpa/node-06": mine, "bpa/node-07": mine, "bpa/node-08": mine}, claims(t, c))
 	assert.Len(t, log, 3)
 
 	// A rerun chooses the same hosts and has nothing to claim.
@@ -78,7 +84,7 @@ func TestDiscoverAndClaim(t *testing.T) {
 	again, err := Run(context.Background(), c, cr, logf)
 	require.NoError(t, err)
 	assert.Equal(t, hosts, again)
-	assert.Equal(t, strings.Repeat("node %s: BareMetalHost %s/%s, already claimed for cluster %s|", 3), strings.Join(log, "|")+"|")
+	assert.Equal(t, strings.Repeat("node %s: BareMetalHost %s/%s, already claimed by Provisioning %s|", 3), strings.Join(log, "|")+"|")
 
 	// The output is the JSON list the next step reads.
 	out := filepath.Join(t.TempDir(), "out", "hosts.json")
@@ -107,7 +113,7 @@ func TestBareMetalHostNamespace(t *testing.T) {
 	hosts, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.NoError(t, err)
 	assert.Equal(t, []bpav1.HostStatus{{Name: "master-1", Roles: []string{"master", "worker"}, MAC: "00:e1:ba:ce:df:bd", BareMetalHost: "node-09"}}, hosts)
-	assert.Equal(t, "cluster-efg", claims(t, c)["metal3/node-09"])
+	assert.Equal(t, "cluster-efg Provisioning bpa/sample-kud-plugins", claims(t, c)["metal3/node-09"])
 }
 
 // TestClaimConflict: another run labels the host between our list and our patch. The
@@ -126,7 +132,7 @@ func TestClaimConflict(t *testing.T) {
 	}).Build()
 	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "claiming BareMetalHost bpa/node-09 for cluster cluster-efg: it changed since it was listed; the retry matches again")
+	assert.Contains(t, err.Error(), "claiming BareMetalHost bpa/node-09 for Provisioning sample-kud-plugins: it changed since it was listed; the retry matches again")
 	assert.Equal(t, "cluster-other", claims(t, c)["bpa/node-09"])
 }
 
@@ -188,4 +194,40 @@ func TestCommandFlags(t *testing.T) {
 		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
 	}
 	assert.Equal(t, "discover-hosts", cmd.Name())
+}
+
+// TestForeignConsumerIsSkippedAndNamed: a host Cluster API's Metal3 provider (or anything
+// else) holds through spec.consumerRef is never chosen; when it is the one a node needs,
+// the error names the consumer; and the host keeps its consumer.
+func TestForeignConsumerIsSkippedAndNamed(t *testing.T) {
+	p, bmhs := example(t, "provisioning-by-mac")
+	capm3 := &corev1.ObjectReference{APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "Metal3Machine", Namespace: ns, Name: "workload-md-0-x"}
+	bmhs[0].(*metal3v1.BareMetalHost).Spec.ConsumerRef = capm3
+	c := newClient(append(bmhs, p)...)
+	var log []string
+	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "BareMetalHost node-01 is used by Metal3Machine bpa/workload-md-0-x (spec.consumerRef)")
+	assert.Contains(t, log, "BareMetalHost bpa/node-01 skipped: used by Metal3Machine bpa/workload-md-0-x")
+	assert.Equal(t, " Metal3Machine bpa/workload-md-0-x", claims(t, c)["bpa/node-01"])
+}
+
+// TestLegacyLabelClaimIsAdoptedOnce: a host an earlier BPA claimed with the cluster label
+// only gets this Provisioning's consumerRef, with an event, once; the next run finds it
+// already claimed.
+func TestLegacyLabelClaimIsAdoptedOnce(t *testing.T) {
+	p, bmhs := example(t, "provisioning-kud-plugins")
+	bmhs[0].(*metal3v1.BareMetalHost).Labels = map[string]string{bpav1.HostClaimLabel: "cluster-efg"}
+	c := newClient(append(bmhs, p)...)
+	cr := CR{Namespace: ns, Name: p.Name}
+	_, err := Run(context.Background(), c, cr, func(string, ...any) {})
+	require.NoError(t, err)
+	assert.Equal(t, "cluster-efg Provisioning bpa/sample-kud-plugins", claims(t, c)["bpa/node-09"])
+	_, err = Run(context.Background(), c, cr, func(string, ...any) {})
+	require.NoError(t, err)
+	var events corev1.EventList
+	require.NoError(t, c.List(context.Background(), &events))
+	require.Len(t, events.Items, 1, "adopted once")
+	assert.Equal(t, "AdoptedHostClaim", events.Items[0].Reason)
+	assert.Equal(t, p.Name, events.Items[0].InvolvedObject.Name)
 }

@@ -1,7 +1,8 @@
 // Package lookup is `bpa step lookup`, the first step of an ad-hoc run
 // (`argo submit --from workflowtemplate/bpa-provision -p provisioning=<name>`). It reads the
-// CR and writes the same parameters the controller would have put on its Workflow, so both
-// kinds of run take the same per-cluster lock and call the steps with the same values.
+// CR, applies the checks the controller applies before a run, and writes the same
+// parameters the controller would have put on its Workflow, so both kinds of run take the
+// same per-cluster lock and call the steps with the same values.
 package lookup
 
 import (
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -52,21 +54,49 @@ func (o options) run(ctx context.Context, c client.Client) error {
 	return nil
 }
 
+// parameters reads the CR and runs the checks the controller runs before it starts a run
+// (the site policy, the cluster's holder, the SSH Secret's consent): an ad-hoc run gets no
+// more than a controller run would.
 func (o options) parameters(ctx context.Context, c client.Client) (map[string]string, error) {
+	pol, err := policy.Get(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var params map[string]string
+	var refusal *policy.Refusal
 	switch {
 	case o.provisioning != "" && o.software == "":
 		p := &bpav1.Provisioning{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
 			return nil, fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
 		}
-		return translator.ProvisioningParameters(p)
+		if params, err = translator.ProvisioningParameters(p); err != nil {
+			return nil, err
+		}
+		siblings := &bpav1.ProvisioningList{}
+		if err := c.List(ctx, siblings, client.InNamespace(o.namespace), client.MatchingLabels{bpav1.ClusterLabel: params["cluster"]}); err != nil {
+			return nil, fmt.Errorf("listing the Provisionings of cluster %s: %w", params["cluster"], err)
+		}
+		refusal, err = policy.AdmitProvisioning(ctx, pol, c, p, params["cluster"], params["ssh-secret"], siblings.Items)
+		if err != nil {
+			return nil, err
+		}
 	case o.software != "" && o.provisioning == "":
 		s := &bpav1.Software{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.software}, s); err != nil {
 			return nil, fmt.Errorf("reading Software %s/%s: %w", o.namespace, o.software, err)
 		}
-		return translator.SoftwareParameters(s)
+		if params, err = translator.SoftwareParameters(s); err != nil {
+			return nil, err
+		}
+		if refusal, err = policy.AdmitSoftware(ctx, pol, c, s, params["cluster"], params["ssh-secret"]); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, errors.New("exactly one of --provisioning and --software is required")
 	}
+	if refusal != nil {
+		return nil, fmt.Errorf("%s: %s", refusal.Reason, refusal.Message)
+	}
+	return params, nil
 }

@@ -5,10 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -21,11 +24,14 @@ func TestLookupWritesTheControllersParameters(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Generation: 4, Labels: map[string]string{"cluster": "c1"}},
 		Spec: bpav1.ProvisioningSpec{
 			Masters: []bpav1.NodeEntry{{"m1": nil}},
-			Leases:  &bpav1.LeaseSource{Type: bpav1.LeaseSourceISC, HostPath: "/var/lib/dhcp/dhcpd.leases"},
-			SSH:     &bpav1.SSHConfig{SecretName: "keys", User: "ubuntu", Port: 2222},
+			Leases: &bpav1.LeaseSource{Type: bpav1.LeaseSourceISC, HostPath: "/var/lib/dhcp/dhcpd.leases",
+				NodeSelector: map[string]bpav1.LabelValue{"kubernetes.io/hostname": "dhcp-1"}},
+			SSH: &bpav1.SSHConfig{SecretName: "keys", User: "ubuntu", Port: 2222},
 		},
 	}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p).Build()
+	pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
+		Namespaces: []bpav1.NamespaceGrant{{Names: []string{"ns"}, LeaseHostPaths: []string{"/var/lib/dhcp/dhcpd.leases"}}}}}
+	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, pol, sshSecret("keys", "c1")).Build()
 	dir := t.TempDir()
 	require.NoError(t, options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c))
 
@@ -41,6 +47,50 @@ func TestLookupWritesTheControllersParameters(t *testing.T) {
 	assert.Equal(t, "4", want["generation"])
 	assert.Equal(t, "ISC", want["lease-source"])
 	assert.Equal(t, "keys", want["ssh-secret"])
+	assert.Equal(t, `{"nodeSelector":{"kubernetes.io/hostname":"dhcp-1"}}`, want["lease-pod-spec-patch"])
+}
+
+func sshSecret(name, cluster string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{bpav1.ClusterNameLabel: cluster}}}
+}
+
+// An ad-hoc run (`argo submit --from workflowtemplate/...`) is refused exactly where the
+// controller would refuse a run: it gets nothing a controller run would not.
+func TestLookupAppliesTheControllersChecks(t *testing.T) {
+	p := func(mutate func(*bpav1.Provisioning)) *bpav1.Provisioning {
+		p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", UID: "u1", Labels: map[string]string{"cluster": "c1"},
+			CreationTimestamp: metav1.Now()}, Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}}}
+		mutate(p)
+		return p
+	}
+	older := p(func(p *bpav1.Provisioning) {
+		p.Name, p.UID = "p0", "u0"
+		p.CreationTimestamp = metav1.NewTime(p.CreationTimestamp.Add(-time.Hour))
+	})
+	for name, tc := range map[string]struct {
+		objs []client.Object
+		want string
+	}{
+		"lease file not granted": {[]client.Object{sshSecret("c1-ssh", "c1"), p(func(p *bpav1.Provisioning) {
+			p.Spec.Leases = &bpav1.LeaseSource{Type: bpav1.LeaseSourceISC, HostPath: "/etc/kubernetes/admin.conf"}
+		})}, "spec.leases.hostPath: Forbidden: /etc/kubernetes/admin.conf is not allowed"},
+		"host namespace not granted": {[]client.Object{sshSecret("c1-ssh", "c1"), p(func(p *bpav1.Provisioning) { p.Spec.BareMetalHostNamespace = "other" })},
+			"spec.bareMetalHostNamespace: Forbidden"},
+		"insecure host keys not granted": {[]client.Object{sshSecret("c1-ssh", "c1"), p(func(p *bpav1.Provisioning) {
+			p.Spec.SSH = &bpav1.SSHConfig{InsecureIgnoreHostKey: true}
+		})}, "spec.ssh.insecureIgnoreHostKey: Forbidden"},
+		"another cluster's kubeconfig as the SSH Secret": {[]client.Object{sshSecret("c9-kubeconfig", "c9"), p(func(p *bpav1.Provisioning) {
+			p.Spec.SSH = &bpav1.SSHConfig{SecretName: "c9-kubeconfig"}
+		})}, `Secret c9-kubeconfig is labelled bpa.akraino.org/cluster="c9", not c1`},
+		"cluster held by another Provisioning": {[]client.Object{sshSecret("c1-ssh", "c1"), older, p(func(*bpav1.Provisioning) {})},
+			"cluster c1 is held by Provisioning p0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(tc.objs...).Build()
+			err := options{namespace: "ns", provisioning: "p1", outputDir: t.TempDir()}.run(context.Background(), c)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
 }
 
 func TestLookupFailsClearly(t *testing.T) {

@@ -9,8 +9,9 @@
 //     both keys). Its node keys are replaced as a whole, so a node that left the cluster
 //     leaves the ConfigMap; other keys are kept.
 //
-// Both are owned by the Provisioning (controller reference), so they go with it. Then the
-// staging Secret is deleted.
+// Both are owned by the Provisioning (controller reference), so they go with it, and
+// labelled app.kubernetes.io/managed-by=bpa, the only Secrets and ConfigMaps the steps may
+// write. Then the staging Secret is deleted.
 //
 // Every write is create-or-update, so a retry after a partial failure converges. A retry
 // after the staging Secret was already deleted finds the published Secret annotated with
@@ -142,10 +143,12 @@ func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.P
 			return fmt.Errorf("it exists with type %s, not %s; delete it to let BPA publish", s.Type, kubeconfig.PublishedSecretType)
 		}
 		s.Type = kubeconfig.PublishedSecretType
-		s.Labels = withLabel(s.Labels, bpav1.ClusterNameLabel, cluster)
+		s.Labels = withLabel(withLabel(s.Labels, bpav1.ClusterNameLabel, cluster), bpav1.ManagedByLabel, bpav1.ManagedByValue)
 		s.Annotations = withLabel(s.Annotations, kubeconfig.WorkflowAnnotation, o.workflowName)
 		s.Data = map[string][]byte{kubeconfig.SecretKey: conf}
-		takeOver(s, p)
+		if err := takeOver(ctx, c, s, p); err != nil {
+			return err
+		}
 		return controllerutil.SetControllerReference(p, s, c.Scheme())
 	})
 	if err != nil {
@@ -167,8 +170,10 @@ func (o *options) publishConfigMap(ctx context.Context, c client.Client, p *bpav
 			data[k] = v
 		}
 		cm.Data = data
-		cm.Labels = withLabel(cm.Labels, bpav1.ClusterNameLabel, cluster)
-		takeOver(cm, p)
+		cm.Labels = withLabel(withLabel(cm.Labels, bpav1.ClusterNameLabel, cluster), bpav1.ManagedByLabel, bpav1.ManagedByValue)
+		if err := takeOver(ctx, c, cm, p); err != nil {
+			return err
+		}
 		return controllerutil.SetControllerReference(p, cm, c.Scheme())
 	})
 	if err != nil {
@@ -177,20 +182,30 @@ func (o *options) publishConfigMap(ctx context.Context, c client.Client, p *bpav
 	return nil
 }
 
-// takeOver lets the Provisioning publishing now own objects another Provisioning of the
-// same cluster published before: both name the cluster, the per-cluster lock orders their
-// runs, and the last run's kubeconfig is the cluster's. Objects owned by anything else are
-// left to SetControllerReference, which refuses them.
-func takeOver(obj metav1.Object, p *bpav1.Provisioning) {
+// takeOver lets the Provisioning publishing now own objects an earlier Provisioning of the
+// same cluster published, but only once that one no longer exists (a CR deleted with its
+// finalizer skipped, or re-created under the same name): while it lives, it is the
+// cluster's holder and this run is refused, so its kubeconfig is never taken from under it.
+// Objects owned by anything else are left to SetControllerReference, which refuses them.
+func takeOver(ctx context.Context, c client.Client, obj metav1.Object, p *bpav1.Provisioning) error {
 	refs := obj.GetOwnerReferences()[:0:0]
 	for _, r := range obj.GetOwnerReferences() {
 		gv, _ := schema.ParseGroupVersion(r.APIVersion)
 		if r.Controller != nil && *r.Controller && gv.Group == bpav1.GroupVersion.Group && r.Kind == "Provisioning" && r.UID != p.UID {
+			prev := &bpav1.Provisioning{}
+			err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: r.Name}, prev)
+			if err == nil && prev.UID == r.UID {
+				return fmt.Errorf("it belongs to Provisioning %s, which still exists; one Provisioning per cluster publishes", r.Name)
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("checking its owner Provisioning %s: %w", r.Name, err)
+			}
 			continue
 		}
 		refs = append(refs, r)
 	}
 	obj.SetOwnerReferences(refs)
+	return nil
 }
 
 func withLabel(m map[string]string, k, v string) map[string]string {

@@ -182,8 +182,8 @@ func TestCommandFlags(t *testing.T) {
 	}
 }
 
-// TestPublishTakesOverFromAnotherProvisioningOfTheCluster: two Provisionings of one cluster
-// run one after the other (the cluster lock); the later run's kubeconfig is the cluster's.
+// TestPublishTakesOverFromAnotherProvisioningOfTheCluster: a Provisioning of the cluster that
+// no longer exists published before; this run's kubeconfig is now the cluster's.
 func TestPublishTakesOverFromAnotherProvisioningOfTheCluster(t *testing.T) {
 	yes := true
 	earlier := &corev1.Secret{
@@ -199,5 +199,28 @@ func TestPublishTakesOverFromAnotherProvisioningOfTheCluster(t *testing.T) {
 	s, _ := get(t, c, "c1-kubeconfig", &corev1.Secret{})
 	if string(s.Data["value"]) != conf || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Name != "prov" {
 		t.Errorf("not taken over: owners %v", s.OwnerReferences)
+	}
+}
+
+// TestPublishNeverTakesOverFromALiveProvisioning: a Provisioning labelled with someone
+// else's cluster must not take over that cluster's published kubeconfig while its
+// Provisioning exists (the attack of a borrowed cluster label).
+func TestPublishNeverTakesOverFromALiveProvisioning(t *testing.T) {
+	yes := true
+	victim := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov-a", UID: "uid-a", Labels: map[string]string{"cluster": "c1"}}}
+	theirs := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "c1-kubeconfig", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "bpa.akraino.org/v1alpha1", Kind: "Provisioning", Name: "prov-a", UID: "uid-a", Controller: &yes}}},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{"value": []byte("theirs")},
+	}
+	o, c, _ := setUp(t, provisioning(), victim, staging(), theirs)
+	err := o.run(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), "it belongs to Provisioning prov-a, which still exists") {
+		t.Fatalf("want a refusal naming the live owner, got %v", err)
+	}
+	s, _ := get(t, c, "c1-kubeconfig", &corev1.Secret{})
+	if string(s.Data["value"]) != "theirs" || s.OwnerReferences[0].UID != "uid-a" {
+		t.Errorf("the victim's kubeconfig changed: owners %v", s.OwnerReferences)
 	}
 }

@@ -25,10 +25,12 @@ import (
 	"log"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -126,6 +128,9 @@ func clusterHosts(ctx context.Context, c client.Client, ns, cluster string) ([]b
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)
 	switch {
 	case err == nil:
+		if err := publishedByProvisioning(ctx, c, cm, cluster); err != nil {
+			return nil, nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
+		}
 		hosts, err := software.HostsFromAddressData(cm.Data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
@@ -147,6 +152,28 @@ func clusterHosts(ctx context.Context, c client.Client, ns, cluster string) ([]b
 		return nil, nil, fmt.Errorf("Provisioning hosts of cluster %s: %w", cluster, err)
 	}
 	return hosts, addresses, nil
+}
+
+// publishedByProvisioning checks that the node list came from a live Provisioning of the
+// cluster in this namespace (publish-kubeconfig makes it the ConfigMap's controller): a
+// Software acts only on a cluster provisioned in its own namespace, never on nodes a
+// hand-made ConfigMap names.
+func publishedByProvisioning(ctx context.Context, c client.Client, cm *corev1.ConfigMap, cluster string) error {
+	ref := metav1.GetControllerOf(cm)
+	if ref == nil || ref.Kind != "Provisioning" || !strings.HasPrefix(ref.APIVersion, bpav1.GroupVersion.Group+"/") {
+		return fmt.Errorf("it was not published by a Provisioning (no Provisioning controls it); a Software installs only on clusters provisioned in its namespace")
+	}
+	p := &bpav1.Provisioning{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cm.Namespace, Name: ref.Name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("its Provisioning %s no longer exists", ref.Name)
+		}
+		return fmt.Errorf("reading its Provisioning %s: %w", ref.Name, err)
+	}
+	if p.UID != ref.UID || p.Labels[bpav1.ClusterLabel] != cluster {
+		return fmt.Errorf("its Provisioning %s is not the one of cluster %s that published it", ref.Name, cluster)
+	}
+	return nil
 }
 
 // provisionedHosts picks the hosts of the cluster's Provisioning: a Succeeded one first,

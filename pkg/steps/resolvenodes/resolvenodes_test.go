@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,8 +29,16 @@ var (
 	worker = []bpav1.SoftwareItem{{Name: "curl"}, {Name: "jq"}, {Name: "telnet", State: bpav1.PackageAbsent}}
 )
 
+// publisher is the Provisioning that published c1-configmap.
+func publisher() *bpav1.Provisioning {
+	return &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov", UID: "prov-uid", Labels: map[string]string{"cluster": "c1"}}}
+}
+
 func configMap(data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "c1-configmap"}, Data: data}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "c1-configmap"}, Data: data}
+	yes := true
+	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "bpa.akraino.org/v1alpha1", Kind: "Provisioning", Name: "prov", UID: "prov-uid", Controller: &yes}}
+	return cm
 }
 
 func run(t *testing.T, objs ...client.Object) (nodes, hash string, err error) {
@@ -38,6 +47,9 @@ func run(t *testing.T, objs ...client.Object) (nodes, hash string, err error) {
 	o := &options{namespace: "bpa", software: "sw", generation: 3,
 		output: filepath.Join(dir, "out", "nodes.json"), outputHash: filepath.Join(dir, "out", "nodes-hash"),
 		logf: t.Logf}
+	if !slices.ContainsFunc(objs, func(o client.Object) bool { return o.GetName() == "prov" }) {
+		objs = append(objs, publisher())
+	}
 	c := crfake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
 	if err := o.run(context.Background(), c); err != nil {
 		return "", "", err
@@ -129,7 +141,20 @@ func TestErrors(t *testing.T) {
 		"injection in version": {[]client.Object{sw(nil, []bpav1.SoftwareItem{{Name: "jq", Version: "1.6 $(id)"}}), configMap(map[string]string{"MASTER_m": "10.0.0.1"})}, `spec.workerSoftware: invalid software items: version "1.6 $(id)"`},
 		"role conflict":        {[]client.Object{sw([]bpav1.SoftwareItem{{Name: "jq", Version: "1.5"}}, []bpav1.SoftwareItem{{Name: "jq", Version: "1.6"}}), configMap(map[string]string{"MASTER_m": "10.0.0.1", "WORKER_m": "10.0.0.1"})}, "host m (master+worker)"},
 		"no Software":          {nil, "reading Software bpa/sw"},
-		"no cluster label":     {[]client.Object{&bpav1.Software{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "sw"}}}, "metadata.labels.cluster"},
+		// A Software acts only on nodes a live Provisioning of its cluster, in its namespace,
+		// published: never on a hand-made list, a deleted CR's or another cluster's.
+		"hand-made ConfigMap": {[]client.Object{sw(master, worker), func() client.Object {
+			cm := configMap(map[string]string{"MASTER_m": "10.9.9.9"})
+			cm.OwnerReferences = nil
+			return cm
+		}()}, "it was not published by a Provisioning"},
+		"publisher gone": {[]client.Object{sw(master, worker), configMap(map[string]string{"MASTER_m": "10.9.9.9"}),
+			&bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov", UID: "new-uid", Labels: map[string]string{"cluster": "c1"}}}},
+			"its Provisioning prov is not the one of cluster c1 that published it"},
+		"publisher of another cluster": {[]client.Object{sw(master, worker), configMap(map[string]string{"MASTER_m": "10.9.9.9"}),
+			&bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov", UID: "prov-uid", Labels: map[string]string{"cluster": "c2"}}}},
+			"its Provisioning prov is not the one of cluster c1"},
+		"no cluster label": {[]client.Object{&bpav1.Software{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "sw"}}}, "metadata.labels.cluster"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, _, err := run(t, tc.objs...); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -43,13 +43,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
@@ -195,31 +195,38 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 	}
 }
 
-// stage writes the kubeconfig to the staging Secret, owned by the Workflow.
+// stage writes the kubeconfig to the staging Secret, owned by the Workflow: a create, or
+// for a retried Workflow a merge patch of the one it made before. Neither reads a Secret, so
+// the step's account may create and patch Secrets but read none (and write only BPA's
+// own: see config/admission/step-writes.yaml).
 func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.StagingSecretName(o.workflowName)}}
-	// The Workflow may have been retried under the same name; the Secret is simply rewritten.
-	op, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
-		s.Type = corev1.SecretTypeOpaque
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		s.Labels[bpav1.ClusterNameLabel] = cluster
-		s.Labels[bpav1.ProvisioningNameLabel] = p.Name
-		s.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "argoproj.io/v1alpha1",
-			Kind:       "Workflow",
-			Name:       o.workflowName,
-			UID:        types.UID(o.workflowUID),
-		}}
-		s.Data = map[string][]byte{kubeconfig.SecretKey: conf}
-		return nil
-	})
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.StagingSecretName(o.workflowName),
+			Labels: map[string]string{
+				bpav1.ClusterNameLabel:      cluster,
+				bpav1.ProvisioningNameLabel: p.Name,
+				bpav1.ManagedByLabel:        bpav1.ManagedByValue,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "argoproj.io/v1alpha1",
+				Kind:       "Workflow",
+				Name:       o.workflowName,
+				UID:        types.UID(o.workflowUID),
+			}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{kubeconfig.SecretKey: conf},
+	}
+	err := c.Create(ctx, s.DeepCopy())
+	if apierrors.IsAlreadyExists(err) {
+		err = c.Patch(ctx, s, client.Merge)
+	}
 	if err != nil {
 		// The API error names the Secret, never its data.
 		return fmt.Errorf("staging the kubeconfig in Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	o.logf("kubeconfig staged in Secret %s/%s (%s) for publish-kubeconfig", s.Namespace, s.Name, op)
+	o.logf("kubeconfig staged in Secret %s/%s for publish-kubeconfig", s.Namespace, s.Name)
 	return nil
 }
 

@@ -21,8 +21,16 @@ const (
 	SoftwareNameLabel     = "bpa.akraino.org/software"
 	ClusterNameLabel      = "bpa.akraino.org/cluster"
 
-	// HostClaimLabel marks a BareMetalHost as taken by the named cluster.
+	// HostClaimLabel shows, on a BareMetalHost, the cluster that claimed it. The claim itself
+	// is spec.consumerRef (metal3's own field, which Cluster API's Metal3 provider honours
+	// too); the label is for selection and display.
 	HostClaimLabel = "bpa.akraino.org/cluster"
+
+	// ManagedByLabel marks the Secrets and ConfigMaps BPA's steps write. The admission
+	// policy lets the steps write only objects that carry it, so a step's credentials cannot
+	// touch a user's Secrets.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "bpa"
 	// Host capability labels a node with sriov/qat requirements looks for.
 	SRIOVFeatureLabel = "feature.bpa.akraino.org/sriov"
 	QATFeatureLabel   = "feature.bpa.akraino.org/qat"
@@ -52,7 +60,9 @@ const (
 type SSHConfig struct {
 	// SecretName names a Secret (type kubernetes.io/ssh-auth) in the CR's namespace with the
 	// private key under `ssh-privatekey` and the hosts' public keys under `known_hosts`.
-	// Defaults to `<cluster>-ssh`.
+	// Defaults to `<cluster>-ssh`. The Secret must carry the label
+	// `bpa.akraino.org/cluster: <cluster>`: that is its owner's consent to this cluster's
+	// runs mounting it. Only its two keys are mounted.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`

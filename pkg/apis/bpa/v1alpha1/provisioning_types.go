@@ -71,7 +71,20 @@ type LeaseSource struct {
 	// +kubebuilder:validation:Pattern=`^(/[^/\x00]+)+$`
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..' || s == '.')",message="hostPath must be absolute and must not contain '.' or '..' segments"
 	HostPath string `json:"hostPath,omitempty"`
+
+	// NodeSelector places the pod that reads the lease file on the node where DHCP runs
+	// (e.g. kubernetes.io/hostname: <node>), so on a multi-node cluster it mounts the right
+	// file instead of waiting on a node that has none.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="nodeSelector keys must be label keys such as kubernetes.io/hostname"
+	NodeSelector map[string]LabelValue `json:"nodeSelector,omitempty"`
 }
+
+// LabelValue is a Kubernetes label value.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
+type LabelValue string
 
 // KubesprayConfig chooses the kubespray release and extra variables.
 type KubesprayConfig struct {

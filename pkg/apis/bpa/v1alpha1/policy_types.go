@@ -1,0 +1,94 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PolicyName is the one BPAPolicy BPA reads. The ValidatingAdmissionPolicy binding names it
+// as its params, and the controller and the ad-hoc lookup step read it by this name.
+const PolicyName = "default"
+
+// DefaultKubesprayImage is the only kubespray image repository a site allows until its
+// admin says otherwise.
+const DefaultKubesprayImage = "quay.io/kubespray/kubespray"
+
+// BPAPolicySpec holds what a site's admin decides and a CR author never does. Everything
+// it does not grant is refused, so an empty spec is the safe default: only the kubespray
+// image above, BareMetalHosts from the CR's own namespace only, no lease files read from a
+// node, and host keys always checked.
+type BPAPolicySpec struct {
+	// KubesprayImages are the image repositories (without tag or digest) a Provisioning may
+	// run kubespray from. The kubespray container gets the cluster's SSH key, so an image
+	// outside this list could read it. Empty means quay.io/kubespray/kubespray only.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=255
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$`
+	KubesprayImages []string `json:"kubesprayImages,omitempty"`
+
+	// Namespaces grant rights beyond the defaults to the CRs of some namespaces.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Namespaces []NamespaceGrant `json:"namespaces,omitempty"`
+}
+
+// NamespaceGrant gives the CRs of some namespaces more than the defaults.
+type NamespaceGrant struct {
+	// Names are the namespaces this grant applies to.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=63
+	Names []string `json:"names"`
+
+	// BareMetalHostNamespaces these namespaces' Provisionings may draw hosts from, besides
+	// their own namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=63
+	BareMetalHostNamespaces []string `json:"bareMetalHostNamespaces,omitempty"`
+
+	// LeaseHostPaths are the node files a Provisioning may read DHCP leases from
+	// (spec.leases.hostPath). A path not listed here is never mounted.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=4096
+	LeaseHostPaths []string `json:"leaseHostPaths,omitempty"`
+
+	// AllowInsecureHostKey lets these namespaces' CRs set ssh.insecureIgnoreHostKey, which
+	// lets anyone on the path impersonate a host and receive the cluster's credentials.
+	// +optional
+	AllowInsecureHostKey bool `json:"allowInsecureHostKey,omitempty"`
+}
+
+// BPAPolicy is the site admin's policy for BPA CRs: which kubespray images may run, which
+// BareMetalHost namespaces and lease files each namespace may use, and whether host-key
+// checking may be turned off. It is cluster-scoped and BPA reads only the one named
+// "default"; CR authors should never be granted write access to it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=bpa
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'default'",message="metadata.name: BPA reads only the BPAPolicy named default"
+type BPAPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec BPAPolicySpec `json:"spec,omitempty"`
+}
+
+// BPAPolicyList is a list of BPAPolicy.
+//
+// +kubebuilder:object:root=true
+type BPAPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BPAPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BPAPolicy{}, &BPAPolicyList{})
+}

@@ -1,0 +1,119 @@
+// Package policy applies the site admin's BPAPolicy to BPA CRs: which kubespray images may
+// run, which BareMetalHost namespaces and lease files a namespace may use, and whether
+// host-key checking may be turned off.
+//
+// The same rules are enforced in three places, all from this package or its mirror:
+//   - at admission, by the ValidatingAdmissionPolicy in config/admission/site-policy.yaml,
+//     which reads the BPAPolicy as its params (a test on a real apiserver proves the two
+//     agree);
+//   - by `bpa lint`, with the built-in defaults or a policy file;
+//   - by the controller and the ad-hoc lookup step, right before a run starts, because a
+//     policy may have been tightened after a CR was admitted.
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+// Policy is the policy in force and where it came from, for messages.
+type Policy struct {
+	Spec bpav1.BPAPolicySpec
+	// Source names the policy in messages: "BPAPolicy default", a file, or the defaults.
+	Source string
+}
+
+// Default is the policy of a site whose admin has granted nothing.
+func Default() Policy {
+	return Policy{Source: "the built-in default policy (no BPAPolicy default)"}
+}
+
+// Get reads the BPAPolicy named default. Without one (or without the kind) the defaults
+// apply, which refuse everything a policy could grant.
+func Get(ctx context.Context, r client.Reader) (Policy, error) {
+	p := &bpav1.BPAPolicy{}
+	err := r.Get(ctx, client.ObjectKey{Name: bpav1.PolicyName}, p)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return Default(), nil
+	case err != nil:
+		return Policy{}, fmt.Errorf("reading BPAPolicy %s: %w", bpav1.PolicyName, err)
+	}
+	return Policy{Spec: p.Spec, Source: "BPAPolicy " + bpav1.PolicyName}, nil
+}
+
+// KubesprayImages are the allowed kubespray image repositories.
+func (p Policy) KubesprayImages() []string {
+	if len(p.Spec.KubesprayImages) == 0 {
+		return []string{bpav1.DefaultKubesprayImage}
+	}
+	return p.Spec.KubesprayImages
+}
+
+// grant is the union of every grant naming ns.
+func (p Policy) grant(ns string) bpav1.NamespaceGrant {
+	var g bpav1.NamespaceGrant
+	for _, n := range p.Spec.Namespaces {
+		if !slices.Contains(n.Names, ns) {
+			continue
+		}
+		g.BareMetalHostNamespaces = append(g.BareMetalHostNamespaces, n.BareMetalHostNamespaces...)
+		g.LeaseHostPaths = append(g.LeaseHostPaths, n.LeaseHostPaths...)
+		g.AllowInsecureHostKey = g.AllowInsecureHostKey || n.AllowInsecureHostKey
+	}
+	return g
+}
+
+// BareMetalHostNamespaceAllowed says whether CRs of ns may use hosts in hostNS.
+func (p Policy) BareMetalHostNamespaceAllowed(ns, hostNS string) bool {
+	return hostNS == ns || slices.Contains(p.grant(ns).BareMetalHostNamespaces, hostNS)
+}
+
+// CheckProvisioning lists what the policy forbids in a Provisioning.
+func (p Policy) CheckProvisioning(prov *bpav1.Provisioning) field.ErrorList {
+	spec, ns := &prov.Spec, prov.Namespace
+	g := p.grant(ns)
+	var errs field.ErrorList
+	if k := spec.Kubespray; k != nil && k.Image != "" && !slices.Contains(p.KubesprayImages(), k.Image) {
+		errs = append(errs, p.forbidden(field.NewPath("spec", "kubespray", "image"), k.Image, "spec.kubesprayImages", p.KubesprayImages()))
+	}
+	if h := spec.BareMetalHostNamespace; h != "" && !p.BareMetalHostNamespaceAllowed(ns, h) {
+		errs = append(errs, p.forbidden(field.NewPath("spec", "bareMetalHostNamespace"), h,
+			"spec.namespaces[].bareMetalHostNamespaces for namespace "+ns, g.BareMetalHostNamespaces))
+	}
+	if l := spec.Leases; l != nil && l.HostPath != "" && !slices.Contains(g.LeaseHostPaths, l.HostPath) {
+		errs = append(errs, p.forbidden(field.NewPath("spec", "leases", "hostPath"), l.HostPath,
+			"spec.namespaces[].leaseHostPaths for namespace "+ns, g.LeaseHostPaths))
+	}
+	return append(errs, p.checkSSH(spec.SSH, ns)...)
+}
+
+// CheckSoftware lists what the policy forbids in a Software.
+func (p Policy) CheckSoftware(sw *bpav1.Software) field.ErrorList {
+	return p.checkSSH(sw.Spec.SSH, sw.Namespace)
+}
+
+func (p Policy) checkSSH(ssh *bpav1.SSHConfig, ns string) field.ErrorList {
+	if ssh == nil || !ssh.InsecureIgnoreHostKey || p.grant(ns).AllowInsecureHostKey {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "ssh", "insecureIgnoreHostKey"),
+		fmt.Sprintf("turning host-key checking off is not allowed by %s (spec.namespaces[].allowInsecureHostKey for namespace %s)", p.Source, ns))}
+}
+
+func (p Policy) forbidden(path *field.Path, value, rule string, allowed []string) *field.Error {
+	list := "none"
+	if len(allowed) > 0 {
+		list = strings.Join(allowed, ", ")
+	}
+	return field.Forbidden(path, fmt.Sprintf("%s is not allowed by %s (%s: %s)", value, p.Source, rule, list))
+}

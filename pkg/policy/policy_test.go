@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+func prov(ns string, mutate func(*bpav1.ProvisioningSpec)) *bpav1.Provisioning {
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}}
+	mutate(&p.Spec)
+	return p
+}
+
+// The defaults grant nothing; a grant applies to the namespaces it names only, and grants
+// naming one namespace add up.
+func TestGrantsAreByNamespace(t *testing.T) {
+	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{Namespaces: []bpav1.NamespaceGrant{
+		{Names: []string{"a", "b"}, BareMetalHostNamespaces: []string{"metal3"}},
+		{Names: []string{"a"}, LeaseHostPaths: []string{"/var/lib/dhcp/dhcpd.leases"}, AllowInsecureHostKey: true},
+	}}}
+	everything := func(s *bpav1.ProvisioningSpec) {
+		s.BareMetalHostNamespace = "metal3"
+		s.Leases = &bpav1.LeaseSource{Type: bpav1.LeaseSourceISC, HostPath: "/var/lib/dhcp/dhcpd.leases"}
+		s.SSH = &bpav1.SSHConfig{InsecureIgnoreHostKey: true}
+	}
+	assert.Empty(t, pol.CheckProvisioning(prov("a", everything)))
+	errs := pol.CheckProvisioning(prov("b", everything))
+	assert.Len(t, errs, 2)
+	assert.Equal(t, "spec.leases.hostPath", errs[0].Field)
+	assert.Contains(t, errs[0].Error(), "is not allowed by BPAPolicy default (spec.namespaces[].leaseHostPaths for namespace b: none)")
+	assert.Equal(t, "spec.ssh.insecureIgnoreHostKey", errs[1].Field)
+	assert.Len(t, Default().CheckProvisioning(prov("a", everything)), 3)
+	assert.Empty(t, Default().CheckProvisioning(prov("a", func(s *bpav1.ProvisioningSpec) { s.BareMetalHostNamespace = "a" })),
+		"a Provisioning's own namespace needs no grant")
+}
+
+func TestImages(t *testing.T) {
+	withImage := func(img string) *bpav1.Provisioning {
+		return prov("a", func(s *bpav1.ProvisioningSpec) { s.Kubespray = &bpav1.KubesprayConfig{Image: img} })
+	}
+	assert.Empty(t, Default().CheckProvisioning(withImage("quay.io/kubespray/kubespray")))
+	assert.Len(t, Default().CheckProvisioning(withImage("quay.io/kubespray/kubespray-evil")), 1)
+	site := Policy{Spec: bpav1.BPAPolicySpec{KubesprayImages: []string{"registry.site/kubespray"}}}
+	assert.Len(t, site.CheckProvisioning(withImage("quay.io/kubespray/kubespray")), 1, "a list replaces the default")
+	assert.Empty(t, site.CheckProvisioning(withImage("registry.site/kubespray")))
+}
+
+// The holder is the oldest live Provisioning of the cluster; a deleted one holds nothing.
+func TestHolder(t *testing.T) {
+	at := func(name string, age time.Duration, deleting bool) bpav1.Provisioning {
+		p := bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(1e9, 0).Add(-age))}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1e9, 0)}
+		}
+		return p
+	}
+	assert.Nil(t, Holder(nil))
+	assert.Equal(t, "old", Holder([]bpav1.Provisioning{at("new", 0, false), at("old", time.Hour, false)}).Name)
+	assert.Equal(t, "new", Holder([]bpav1.Provisioning{at("new", 0, false), at("old", time.Hour, true)}).Name)
+	assert.Equal(t, "a", Holder([]bpav1.Provisioning{at("b", 0, false), at("a", 0, false)}).Name, "same second: by name")
+	p := at("new", 0, false)
+	r := CheckHolder(&p, "c1", []bpav1.Provisioning{at("old", time.Hour, false)})
+	assert.Equal(t, ReasonClusterHeldByOther, r.Reason)
+	assert.Nil(t, CheckHolder(&p, "c1", []bpav1.Provisioning{p}))
+}
