@@ -101,7 +101,7 @@ func Normalize(items ...[]bpav1.SoftwareItem) ([]bpav1.SoftwareItem, error) {
 func check(it bpav1.SoftwareItem) string {
 	var p []string
 	if len(it.Name) > bpav1.MaxPackageFieldLength || !namePattern.MatchString(it.Name) {
-		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s)", show(it.Name), bpav1.DebianPackageNamePattern))
+		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s; not ending in '-' or '+', which apt-get reads as remove or install)", show(it.Name), bpav1.DebianPackageNamePattern))
 	}
 	if it.Version != "" && (len(it.Version) > bpav1.MaxPackageFieldLength || !versionPattern.MatchString(it.Version) || strings.HasSuffix(it.Version, "-")) {
 		p = append(p, fmt.Sprintf("version %s of package %s is not a Debian version ([epoch:]upstream[-revision], starting with a digit)", show(it.Version), show(it.Name)))

@@ -23,8 +23,9 @@ func absent(name string) bpav1.SoftwareItem {
 }
 
 var (
-	goodNames    = []string{"jq", "libc6", "g++", "python3.11", "lib32z1-dev", "0ad", "x11-apps"}
-	badNames     = []string{"", "a", "Jq", "-rf", "--purge", ".jq", "jq;id", "x; rm -rf /", "$(id)", "`id`", "jq\nid", "jq id", "jq=1.0", "jq'", strings.Repeat("a", 129)}
+	goodNames = []string{"jq", "libc6", "libstdc++6", "libsigc++-2.0-dev", "python3.11", "lib32z1-dev", "0ad", "x11-apps"}
+	// A trailing '-' or '+' is apt-get's remove or install suffix, so g++ goes too.
+	badNames     = []string{"", "a", "Jq", "-rf", "--purge", ".jq", "jq;id", "x; rm -rf /", "$(id)", "`id`", "jq\nid", "jq id", "jq=1.0", "jq'", strings.Repeat("a", 129), "openssh-server-", "kubelet-", "xz.+", "g++", "a-", "a+"}
 	goodVersions = []string{"1", "1.6-2", "1.5+dfsg-1ubuntu0.1", "2:9.0.1378-2", "1.0~rc1", "7.88.1-10+deb12u5"}
 	badVersions  = []string{"a1", "-1", "1.0-", "1.0 2", "1.0;id", "$(id)", "1.0\n2", ":1", "1:", "1.0'", "1_0", strings.Repeat("1", 129)}
 )
