@@ -203,8 +203,8 @@ func TestPlanHost(t *testing.T) {
 			if p.Changed() != (len(tc.cmds) > 0) {
 				t.Errorf("Changed() = %v", p.Changed())
 			}
-			if !reflect.DeepEqual(p.Commands(), tc.cmds) {
-				t.Errorf("commands\n got %q\nwant %q", p.Commands(), tc.cmds)
+			if got := commands(p); !reflect.DeepEqual(got, tc.cmds) {
+				t.Errorf("commands\n got %q\nwant %q", got, tc.cmds)
 			}
 			if !reflect.DeepEqual(p.Packages, tc.packages) {
 				t.Errorf("packages\n got %+v\nwant %+v", p.Packages, tc.packages)
@@ -216,12 +216,38 @@ func TestPlanHost(t *testing.T) {
 	}
 }
 
+// commands are the plan's apt-get commands in the order install-software runs them.
+func commands(p Plan) [][]string {
+	if u := p.Update(); u != nil {
+		return append([][]string{u}, p.Changes()...)
+	}
+	return p.Changes()
+}
+
+func TestUnknown(t *testing.T) {
+	// What apt 2.6's `apt-cache show --no-all-versions -- xz-utils xz.. mail-transport-agent
+	// telnet` prints: xz.. read as a regular expression, the virtual package nothing.
+	out := []byte("Package: xz-utils\nVersion: 5.4.1-0.2\nDescription: XZ-format compression utilities\n Package: not-a-field\n\n" +
+		"Package: xzdec\nVersion: 5.4.1-0.2\n\nPackage: libxz-java\nVersion: 1.9-1\n\nPackage: telnet\nVersion: 0.17+2.4-2\n")
+	got := Unknown([]string{"xz-utils", "xz..", "mail-transport-agent", "telnet", "not-a-field"}, out)
+	if want := []string{"xz..", "mail-transport-agent", "not-a-field"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	p := Plan{Install: []string{"tmux=3.3a-3", "htop"}, Remove: []string{"telnet"}}
+	if got := p.Names(); !reflect.DeepEqual(got, []string{"htop", "telnet", "tmux"}) {
+		t.Errorf("Names() = %q", got)
+	}
+	if got := KnownCommand(p.Names()); !reflect.DeepEqual(got, []string{"apt-cache", "show", "--no-all-versions", "--", "htop", "telnet", "tmux"}) {
+		t.Errorf("KnownCommand = %q", got)
+	}
+}
+
 // TestPlanHostRefusesInjectionBeforeBuildingAnything: no plan, hence no argv, comes out of
 // a hostile item, even when the rest of the list is fine.
 func TestPlanHostRefusesInjectionBeforeBuildingAnything(t *testing.T) {
 	for _, bad := range []bpav1.SoftwareItem{item("curl; id", ""), item("jq", "1.0 && id"), item("-o", "")} {
 		p, err := PlanHost([]bpav1.SoftwareItem{item("htop", ""), bad}, nil)
-		if err == nil || p.Changed() || len(p.Commands()) != 0 {
+		if err == nil || p.Changed() || len(commands(p)) != 0 {
 			t.Errorf("%v: plan %+v, err %v", bad, p, err)
 		}
 	}
