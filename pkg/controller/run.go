@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -418,8 +419,7 @@ func (r *runReconciler) deleteWorkflows(ctx context.Context, obj runObject) erro
 		if err := r.Delete(ctx, &wfs[i], client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
 			return err
 		}
-		staged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: wfs[i].Name + "-admin-conf"}}
-		if err := r.Delete(ctx, staged); client.IgnoreNotFound(err) != nil {
+		if err := r.deleteStagedKubeconfig(ctx, &wfs[i]); err != nil {
 			return err
 		}
 	}
@@ -437,4 +437,21 @@ func runMessage(st *bpav1.RunStatus) string {
 		msg += ": " + st.Message
 	}
 	return msg
+}
+
+// deleteStagedKubeconfig deletes the Workflow's staging Secret (see pkg/steps/verify) only
+// if that Workflow owns it: its name proves nothing, since anyone who may create Secrets in
+// the namespace can create one by that name. The UID precondition spares a Secret that
+// replaced it meanwhile.
+func (r *runReconciler) deleteStagedKubeconfig(ctx context.Context, wf *wfv1.Workflow) error {
+	s := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: wf.Namespace, Name: kubeconfig.StagingSecretName(wf.Name)}, s); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == "Workflow" && o.UID == wf.UID {
+			return client.IgnoreNotFound(r.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -392,4 +393,41 @@ func TestRunsAreAdmittedBeforeTheyStart(t *testing.T) {
 		reconcile(t, r)
 		assert.Len(t, workflows(t, c), 1)
 	})
+}
+
+// TestDeletionSparesAStagingSecretItDoesNotOwn: a Secret named like a Workflow's staging
+// Secret is deleted with the CR only when that Workflow owns it. Anyone who may create
+// Secrets in the namespace can create `<workflow>-admin-conf`; deleting the CR must not
+// delete it for them.
+func TestDeletionSparesAStagingSecretItDoesNotOwn(t *testing.T) {
+	ref := func(uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: "p-provision-1", UID: uid}}
+	}
+	for _, tc := range []struct {
+		name    string
+		owners  func(wf *wfv1.Workflow) []metav1.OwnerReference
+		deleted bool
+	}{
+		{"no owner", func(*wfv1.Workflow) []metav1.OwnerReference { return nil }, false},
+		{"another Workflow of that name", func(*wfv1.Workflow) []metav1.OwnerReference { return ref("another-uid") }, false},
+		{"the Workflow's own", func(wf *wfv1.Workflow) []metav1.OwnerReference { return ref(wf.UID) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c, _ := newTestReconciler(newProvisioning())
+			reconcile(t, r)
+			wf := &workflows(t, c)[0]
+			require.Equal(t, "p-provision-1", wf.Name)
+			wf.UID = "wf-uid" // the fake client sets none; the apiserver always does
+			require.NoError(t, c.Update(context.Background(), wf))
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-provision-1-admin-conf", OwnerReferences: tc.owners(wf)}}
+			require.NoError(t, c.Create(context.Background(), s))
+			deleteAndReconcile(t, r, c)
+			err := c.Get(context.Background(), client.ObjectKeyFromObject(s), &corev1.Secret{})
+			if tc.deleted {
+				assert.True(t, apierrors.IsNotFound(err), "the Workflow's own staging Secret goes with the CR: %v", err)
+			} else {
+				assert.NoError(t, err, "a Secret the Workflow does not own survives the CR's deletion")
+			}
+		})
+	}
 }

@@ -35,14 +35,14 @@ func ParseDnsmasq(r io.Reader, now time.Time) (map[string]Lease, error) {
 		}
 		expiry, err := strconv.ParseInt(string(fields[0]), 10, 64)
 		if err != nil || expiry < 0 {
-			return nil, fmt.Errorf("line %d: expiry %q is not a Unix time", line, fields[0])
+			return nil, fmt.Errorf("line %d: field 1 (expiry) is not a Unix time", line)
 		}
 		if bytes.IndexByte(fields[2], ':') >= 0 {
 			continue // an IPv6 lease: field 2 is an IAID, not a MAC
 		}
 		ip, ok := parseIPv4(fields[2])
 		if !ok {
-			return nil, fmt.Errorf("line %d: %q is not an IP address", line, fields[2])
+			return nil, fmt.Errorf("line %d: field 3 is not an IPv4 address", line)
 		}
 		mac, ok := parseMAC(fields[1])
 		if !ok {

@@ -294,7 +294,7 @@ func (p *iscParser) openLease(toks []token) error {
 	}
 	ip, ok := parseIPv4(toks[1].text)
 	if !ok {
-		return fmt.Errorf("lease %q: not an IPv4 address", toks[1].text)
+		return errors.New("lease: the address is not an IPv4 address; want `lease <IPv4 address> {`")
 	}
 	p.inLease = true
 	p.cur = iscRecord{ip: ip}
@@ -371,14 +371,14 @@ func (p *iscParser) ends(args []token) error {
 	case len(args) == 2 && string(args[0].text) == "epoch":
 		sec, err := strconv.ParseInt(string(args[1].text), 10, 64)
 		if err != nil || sec < 0 || sec > 1<<40 {
-			return fmt.Errorf("ends epoch %q: not a time", args[1].text)
+			return errors.New("ends epoch: want a number of seconds since 1970")
 		}
 		p.cur.ends, p.cur.hasEnds = sec, true
 		return nil
 	case len(args) == 3:
 		t, ok := parseISCTime(args[1].text, args[2].text)
 		if !ok {
-			return fmt.Errorf("ends %s %s %s: not a time", args[0].text, args[1].text, args[2].text)
+			return errors.New("ends: the date or time is not a valid `<weekday> <yyyy/mm/dd> <hh:mm:ss>`")
 		}
 		p.cur.ends, p.cur.hasEnds = t, true
 		return nil

@@ -6,6 +6,10 @@
 // MACs to lower-case colon form, and return an error rather than panic on anything they do
 // not understand: the files are written by another program while we read them, and a
 // half-written lease must never become an address in an inventory.
+//
+// Their errors name the line and what was expected there, never what the line holds: a
+// lease path may name a file that holds a secret (say /etc/kubernetes/admin.conf), and
+// the error ends up in the CR's status.
 package leases
 
 import (

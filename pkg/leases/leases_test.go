@@ -108,10 +108,10 @@ func TestISCErrors(t *testing.T) {
 		"unterminated string": {"lease 10.0.0.1 {\n client-hostname \"abc;\n}\n", "line 2: unterminated string"},
 		"stray brace":         {"}\n", "line 1: unexpected '}'"},
 		"missing semicolon":   {"lease 10.0.0.1 { ends never }\n", "line 1: missing ';' before '}'"},
-		"bad date":            {"lease 10.0.0.1 { ends 4 2019/13/08 00:00:00; }\n", "line 1: ends 4 2019/13/08 00:00:00: not a time"},
+		"bad date":            {"lease 10.0.0.1 { ends 4 2019/13/08 00:00:00; }\n", "line 1: ends: the date or time is not a valid"},
 		"bad ends":            {"lease 10.0.0.1 { ends soon; }\n", "line 1: ends: want"},
-		"bad epoch":           {"lease 10.0.0.1 { ends epoch -5; }\n", `line 1: ends epoch "-5": not a time`},
-		"not an IP":           {"lease example.com { }\n", `line 1: lease "example.com": not an IPv4 address`},
+		"bad epoch":           {"lease 10.0.0.1 { ends epoch -5; }\n", "line 1: ends epoch: want a number of seconds"},
+		"not an IP":           {"lease example.com { }\n", "line 1: lease: the address is not an IPv4 address"},
 		"IPv6 lease":          {"lease 2001:db8::1 { }\n", "not an IPv4 address"},
 		"lease without IP":    {"lease {\n}\n", "line 1: want `lease <IPv4 address> {`"},
 		"very long line":      {strings.Repeat("x", maxLineLength+1), "longer than"},
@@ -154,14 +154,52 @@ func TestDnsmasqErrors(t *testing.T) {
 		"ISC file":     {"# The format of this file is documented in the dhcpd.leases(5) manual page.\n", "line 1: want"},
 		"short line":   {"0 52:54:00:00:00:01 10.0.0.1\n", "got 3 fields"},
 		"long line":    {"0 52:54:00:00:00:01 10.0.0.1 a b c\n", "got 6 fields"},
-		"bad expiry":   {"soon 52:54:00:00:00:01 10.0.0.1 a *\n", `line 1: expiry "soon"`},
-		"bad address":  {"0 52:54:00:00:00:01 10.0.0.300 a *\n", `"10.0.0.300" is not an IP address`},
+		"bad expiry":   {"soon 52:54:00:00:00:01 10.0.0.1 a *\n", "line 1: field 1 (expiry) is not a Unix time"},
+		"bad address":  {"0 52:54:00:00:00:01 10.0.0.300 a *\n", "line 1: field 3 is not an IPv4 address"},
 		"negative exp": {"-1 52:54:00:00:00:01 10.0.0.1 a *\n", "expiry"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseDnsmasq(strings.NewReader(tc.in), time.Now())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestParseErrorsNeverQuoteTheFile: a lease path may name a file that holds a secret (say
+// /etc/kubernetes/admin.conf), and parse errors reach the CR's status. Whatever the file
+// holds and wherever the parser stops, the error names the file and line, never content.
+func TestParseErrorsNeverQuoteTheFile(t *testing.T) {
+	const secret = "c2VjcmV0LWNsaWVudC1rZXk"
+	kubeconfig := "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    client-key-data: " + secret + "\n"
+	for name, tc := range map[string]struct {
+		f  Format
+		in string
+	}{
+		"ISC: kubeconfig":           {FormatISC, kubeconfig},
+		"ISC: lease address":        {FormatISC, "lease " + secret + " {\n}\n"},
+		"ISC: IPv6-looking address": {FormatISC, "lease " + secret + ":1 {\n}\n"},
+		"ISC: lease words":          {FormatISC, "lease 10.0.0.1 " + secret + " {\n}\n"},
+		"ISC: ends epoch":           {FormatISC, "lease 10.0.0.1 { ends epoch " + secret + "; }\n"},
+		"ISC: ends date":            {FormatISC, "lease 10.0.0.1 { ends 4 " + secret + " 00:00:00; }\n"},
+		"ISC: ends word":            {FormatISC, "lease 10.0.0.1 { ends " + secret + "; }\n"},
+		"ISC: unterminated string":  {FormatISC, "lease 10.0.0.1 {\n client-hostname \"" + secret + ";\n}\n"},
+		"ISC: missing semicolon":    {FormatISC, "lease 10.0.0.1 { " + secret + " }\n"},
+		"ISC: long line":            {FormatISC, strings.Repeat(secret, maxLineLength/len(secret)+1)},
+		"dnsmasq: kubeconfig":       {FormatDnsmasq, kubeconfig},
+		"dnsmasq: expiry":           {FormatDnsmasq, secret + " 52:54:00:00:00:01 10.0.0.1 a *\n"},
+		"dnsmasq: address":          {FormatDnsmasq, "0 52:54:00:00:00:01 " + secret + " a *\n"},
+		"dnsmasq: one field":        {FormatDnsmasq, secret + "\n"},
+		"dnsmasq: six fields":       {FormatDnsmasq, "0 " + secret + " 10.0.0.1 a b c\n"},
+		"dnsmasq: long line":        {FormatDnsmasq, strings.Repeat(secret, maxLineLength/len(secret)+1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "admin.conf")
+			require.NoError(t, os.WriteFile(path, []byte(tc.in), 0o600))
+			_, err := ParseFile(path, tc.f, time.Now())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), path+": line ", "the error names the file and line")
+			assert.NotContains(t, err.Error(), secret[:8], "the error quotes the file")
 		})
 	}
 }

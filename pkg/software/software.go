@@ -101,7 +101,7 @@ func Normalize(items ...[]bpav1.SoftwareItem) ([]bpav1.SoftwareItem, error) {
 func check(it bpav1.SoftwareItem) string {
 	var p []string
 	if len(it.Name) > bpav1.MaxPackageFieldLength || !namePattern.MatchString(it.Name) {
-		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s)", show(it.Name), bpav1.DebianPackageNamePattern))
+		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s; not ending in '-' or '+', which apt-get reads as remove or install)", show(it.Name), bpav1.DebianPackageNamePattern))
 	}
 	if it.Version != "" && (len(it.Version) > bpav1.MaxPackageFieldLength || !versionPattern.MatchString(it.Version) || strings.HasSuffix(it.Version, "-")) {
 		p = append(p, fmt.Sprintf("version %s of package %s is not a Debian version ([epoch:]upstream[-revision], starting with a digit)", show(it.Version), show(it.Name)))
@@ -192,9 +192,60 @@ func (p Plan) Unsatisfied() []string {
 	return out
 }
 
-// Commands are the argv lists that carry out the plan, in order; none when nothing is to be
-// done. The environment is set through env(1) in the argv, never as shell text.
-func (p Plan) Commands() [][]string {
+// Update is `apt-get update` when the plan installs anything, so that apt knows the
+// repository's current packages and versions; nil otherwise.
+func (p Plan) Update() []string {
+	if len(p.Install) == 0 {
+		return nil
+	}
+	return []string{"apt-get", "update"}
+}
+
+// Names are the package names the plan hands to apt-get, sorted.
+func (p Plan) Names() []string {
+	var names []string
+	for _, a := range p.Install {
+		name, _, _ := strings.Cut(a, "=")
+		names = append(names, name)
+	}
+	names = append(names, p.Remove...)
+	sort.Strings(names)
+	return names
+}
+
+// KnownCommand is the argv that asks apt about names: `apt-cache show` prints one record
+// per package, whose Package field is the package's own name. Unknown reads its output.
+//
+// apt-get reads a name it has no package of as a pattern (apt 2.6 takes `xz..` for a
+// regular expression and acts on every package it matches) or skips it, so each name must
+// first be shown to be a package of exactly that name. A purely virtual name has no record
+// and fails too: apt-get would have to choose among its providers.
+func KnownCommand(names []string) []string {
+	return append([]string{"apt-cache", "show", "--no-all-versions", "--"}, names...)
+}
+
+// Unknown returns the names no record of KnownCommand's output carries as its Package, in
+// the order given. Records of other packages (a name read as a pattern) are ignored.
+func Unknown(names []string, out []byte) []string {
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if name, ok := strings.CutPrefix(line, "Package: "); ok {
+			seen[strings.TrimSpace(name)] = true
+		}
+	}
+	var unknown []string
+	for _, n := range names {
+		if !seen[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	return unknown
+}
+
+// Changes are the argv lists that install and remove, in order, after Update and the
+// KnownCommand check; none when nothing is to be done. The environment is set through
+// env(1) in the argv, never as shell text.
+func (p Plan) Changes() [][]string {
 	var cmds [][]string
 	if len(p.Install) > 0 {
 		install := []string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends"}
@@ -206,7 +257,7 @@ func (p Plan) Commands() [][]string {
 				break
 			}
 		}
-		cmds = append(cmds, []string{"apt-get", "update"}, append(install, p.Install...))
+		cmds = append(cmds, append(install, p.Install...))
 	}
 	if len(p.Remove) > 0 {
 		cmds = append(cmds, append([]string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "remove", "-y"}, p.Remove...))

@@ -23,8 +23,9 @@ func absent(name string) bpav1.SoftwareItem {
 }
 
 var (
-	goodNames    = []string{"jq", "libc6", "g++", "python3.11", "lib32z1-dev", "0ad", "x11-apps"}
-	badNames     = []string{"", "a", "Jq", "-rf", "--purge", ".jq", "jq;id", "x; rm -rf /", "$(id)", "`id`", "jq\nid", "jq id", "jq=1.0", "jq'", strings.Repeat("a", 129)}
+	goodNames = []string{"jq", "libc6", "libstdc++6", "libsigc++-2.0-dev", "python3.11", "lib32z1-dev", "0ad", "x11-apps"}
+	// A trailing '-' or '+' is apt-get's remove or install suffix, so g++ goes too.
+	badNames     = []string{"", "a", "Jq", "-rf", "--purge", ".jq", "jq;id", "x; rm -rf /", "$(id)", "`id`", "jq\nid", "jq id", "jq=1.0", "jq'", strings.Repeat("a", 129), "openssh-server-", "kubelet-", "xz.+", "g++", "a-", "a+"}
 	goodVersions = []string{"1", "1.6-2", "1.5+dfsg-1ubuntu0.1", "2:9.0.1378-2", "1.0~rc1", "7.88.1-10+deb12u5"}
 	badVersions  = []string{"a1", "-1", "1.0-", "1.0 2", "1.0;id", "$(id)", "1.0\n2", ":1", "1:", "1.0'", "1_0", strings.Repeat("1", 129)}
 )
@@ -202,8 +203,8 @@ func TestPlanHost(t *testing.T) {
 			if p.Changed() != (len(tc.cmds) > 0) {
 				t.Errorf("Changed() = %v", p.Changed())
 			}
-			if !reflect.DeepEqual(p.Commands(), tc.cmds) {
-				t.Errorf("commands\n got %q\nwant %q", p.Commands(), tc.cmds)
+			if got := commands(p); !reflect.DeepEqual(got, tc.cmds) {
+				t.Errorf("commands\n got %q\nwant %q", got, tc.cmds)
 			}
 			if !reflect.DeepEqual(p.Packages, tc.packages) {
 				t.Errorf("packages\n got %+v\nwant %+v", p.Packages, tc.packages)
@@ -215,12 +216,38 @@ func TestPlanHost(t *testing.T) {
 	}
 }
 
+// commands are the plan's apt-get commands in the order install-software runs them.
+func commands(p Plan) [][]string {
+	if u := p.Update(); u != nil {
+		return append([][]string{u}, p.Changes()...)
+	}
+	return p.Changes()
+}
+
+func TestUnknown(t *testing.T) {
+	// What apt 2.6's `apt-cache show --no-all-versions -- xz-utils xz.. mail-transport-agent
+	// telnet` prints: xz.. read as a regular expression, the virtual package nothing.
+	out := []byte("Package: xz-utils\nVersion: 5.4.1-0.2\nDescription: XZ-format compression utilities\n Package: not-a-field\n\n" +
+		"Package: xzdec\nVersion: 5.4.1-0.2\n\nPackage: libxz-java\nVersion: 1.9-1\n\nPackage: telnet\nVersion: 0.17+2.4-2\n")
+	got := Unknown([]string{"xz-utils", "xz..", "mail-transport-agent", "telnet", "not-a-field"}, out)
+	if want := []string{"xz..", "mail-transport-agent", "not-a-field"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	p := Plan{Install: []string{"tmux=3.3a-3", "htop"}, Remove: []string{"telnet"}}
+	if got := p.Names(); !reflect.DeepEqual(got, []string{"htop", "telnet", "tmux"}) {
+		t.Errorf("Names() = %q", got)
+	}
+	if got := KnownCommand(p.Names()); !reflect.DeepEqual(got, []string{"apt-cache", "show", "--no-all-versions", "--", "htop", "telnet", "tmux"}) {
+		t.Errorf("KnownCommand = %q", got)
+	}
+}
+
 // TestPlanHostRefusesInjectionBeforeBuildingAnything: no plan, hence no argv, comes out of
 // a hostile item, even when the rest of the list is fine.
 func TestPlanHostRefusesInjectionBeforeBuildingAnything(t *testing.T) {
 	for _, bad := range []bpav1.SoftwareItem{item("curl; id", ""), item("jq", "1.0 && id"), item("-o", "")} {
 		p, err := PlanHost([]bpav1.SoftwareItem{item("htop", ""), bad}, nil)
-		if err == nil || p.Changed() || len(p.Commands()) != 0 {
+		if err == nil || p.Changed() || len(commands(p)) != 0 {
 			t.Errorf("%v: plan %+v, err %v", bad, p, err)
 		}
 	}

@@ -12,8 +12,11 @@
 //   - A non-root user runs the command through `sudo -n --`, which fails instead of
 //     prompting.
 //   - Every network wait is bounded: the TCP connect and the SSH handshake by
-//     Config.ConnectTimeout, commands by the caller's context (a command whose context ends
-//     is abandoned, not killed; see Run).
+//     Config.ConnectTimeout, and everything by the caller's context: connecting, opening a
+//     session, starting the command, waiting for its output and exit. A host that
+//     authenticates and then never answers must not hold a step (and its cluster's lock)
+//     until the Workflow's deadline. A command whose context ends is abandoned, not killed;
+//     see Run.
 //   - Neither the private key nor command output is ever logged here.
 package sshexec
 
@@ -122,7 +125,7 @@ func Dial(ctx context.Context, host string, cfg Config) (*Client, error) {
 	dialer := net.Dialer{Deadline: deadline, KeepAlive: 30 * time.Second}
 	tcp, err := dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("ssh %s: connecting: %w", addr, err)
+		return nil, fmt.Errorf("ssh %s: connecting: %w", addr, orCtxErr(ctx, err))
 	}
 	// The handshake has no context of its own: a deadline on the socket bounds it (a host
 	// that accepts TCP but never speaks SSH must not hang the step), and closing the socket
@@ -137,13 +140,19 @@ func Dial(ctx context.Context, host string, cfg Config) (*Client, error) {
 	})
 	if !stop() || err != nil {
 		tcp.Close()
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("ssh %s@%s: %w", cfg.user(), addr, err)
+		return nil, fmt.Errorf("ssh %s@%s: %w", cfg.user(), addr, orCtxErr(ctx, err))
 	}
 	_ = tcp.SetDeadline(time.Time{})
 	return &Client{conn: ssh.NewClient(conn, chans, reqs), user: cfg.user(), addr: addr}, nil
+}
+
+// orCtxErr is ctx's error once ctx has ended, which is then why err happened ("use of closed
+// network connection" says less), else err.
+func orCtxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // LoadSigner reads a private key file. Errors name the file, never its content.
@@ -285,7 +294,7 @@ func (c *Client) Run(ctx context.Context, argv []string) (stdout, stderr []byte,
 }
 
 func (c *Client) run(ctx context.Context, cmd string) (stdout, stderr []byte, exitCode int, err error) {
-	session, err := c.conn.NewSession()
+	session, err := await(ctx, c.conn.NewSession, func(s *ssh.Session) { s.Close() })
 	if err != nil {
 		return nil, nil, -1, fmt.Errorf("ssh %s: opening session: %w", c.addr, err)
 	}
@@ -294,7 +303,7 @@ func (c *Client) run(ctx context.Context, cmd string) (stdout, stderr []byte, ex
 	session.Stdout, session.Stderr = &out, &errOut
 	// No stdin: a command that waits for input (a prompt) gets EOF and fails instead of hanging.
 	session.Stdin = bytes.NewReader(nil)
-	if err := session.Start(cmd); err != nil {
+	if _, err := await(ctx, func() (struct{}, error) { return struct{}{}, session.Start(cmd) }, nil); err != nil {
 		return nil, nil, -1, fmt.Errorf("ssh %s: starting command: %w", c.addr, err)
 	}
 	done := make(chan error, 1)
@@ -307,7 +316,7 @@ func (c *Client) run(ctx context.Context, cmd string) (stdout, stderr []byte, ex
 		// configured. A retry then waits on apt's lock. The output buffers still belong to
 		// the session's copying goroutines, so they are not returned.
 		session.Close()
-		return nil, nil, -1, fmt.Errorf("ssh %s: %w", c.addr, ctx.Err())
+		return nil, nil, -1, fmt.Errorf("ssh %s: gave up waiting for the command, left to finish on the host: %w", c.addr, ctx.Err())
 	case err = <-done:
 	}
 	var exit *ssh.ExitError
@@ -321,6 +330,39 @@ func (c *Client) run(ctx context.Context, cmd string) (stdout, stderr []byte, ex
 		return out.Bytes(), errOut.Bytes(), exit.ExitStatus(), nil
 	default:
 		return out.Bytes(), errOut.Bytes(), -1, fmt.Errorf("ssh %s: %w", c.addr, err)
+	}
+}
+
+// await runs f, a wait on the host that x/crypto/ssh gives no context (opening a session,
+// the reply to exec), and returns its result, or ctx's error as soon as ctx ends. f is then
+// left behind, blocked until the host answers or the connection closes, and undo, if any,
+// releases what it obtains after all. The connection stays usable for other sessions.
+func await[T any](ctx context.Context, f func() (T, error), undo func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // f answered too: use it
+			return r.v, r.err
+		default:
+		}
+		go func() {
+			if r := <-done; r.err == nil && undo != nil {
+				undo(r.v)
+			}
+		}()
+		var zero T
+		return zero, fmt.Errorf("the host did not answer: %w", ctx.Err())
 	}
 }
 

@@ -315,3 +315,154 @@ func freePort(t *testing.T, ip string) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// stallingServer is an SSH server (x/crypto/ssh, host key in the returned known_hosts) that
+// stalls at one point and closes reached when a client gets there:
+//
+//   - "handshake": accepts TCP and never speaks SSH;
+//   - "auth": completes the key exchange and never answers the public key;
+//   - "open": authenticates and never answers a session's channel open;
+//   - "exec": opens the channel and never replies to the exec request;
+//   - "output": replies to exec and then sends nothing, neither output nor exit status.
+func stallingServer(t *testing.T, ip, stallAt string) (Config, <-chan struct{}) {
+	t.Helper()
+	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
+	hostKey, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	arrive := func() { once.Do(func() { close(reached) }) }
+	srv := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) {
+		if stallAt == "auth" {
+			arrive()
+			<-release
+		}
+		return nil, nil
+	}}
+	srv.AddHostKey(hostKey)
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		close(release)
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			if stallAt == "handshake" {
+				arrive()
+				continue
+			}
+			go serveStalling(conn, srv, stallAt, arrive)
+		}
+	}()
+
+	dir := t.TempDir()
+	cfg := Config{Port: l.Addr().(*net.TCPAddr).Port, KeyFile: filepath.Join(dir, "key"), KnownHostsFile: filepath.Join(dir, "known_hosts"), ConnectTimeout: time.Minute}
+	_, clientPriv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(clientPriv, "")
+	if err := os.WriteFile(cfg.KeyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeKnownHosts(t, cfg.KnownHostsFile, knownhosts.Line([]string{knownhosts.Normalize(l.Addr().String())}, hostKey.PublicKey()))
+	return cfg, reached
+}
+
+func serveStalling(conn net.Conn, cfg *ssh.ServerConfig, stallAt string, arrive func()) {
+	_, chans, reqs, err := ssh.NewServerConn(conn, cfg)
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if stallAt == "open" {
+			arrive() // and never Accept or Reject
+			continue
+		}
+		ch, chReqs, err := nc.Accept()
+		if err != nil {
+			return
+		}
+		defer ch.Close()
+		go func() {
+			for req := range chReqs {
+				if req.Type != "exec" {
+					_ = req.Reply(false, nil)
+					continue
+				}
+				if stallAt == "output" {
+					_ = req.Reply(true, nil)
+				}
+				arrive()
+			}
+		}()
+	}
+}
+
+// TestStalledHostReturnsWhenTheContextEnds: a host that stops answering at any point of a
+// ReadFile (verify's fetch of admin.conf) or Output (install-software's commands) holds the
+// call only until its context is cancelled. Each case waits until the client has reached the
+// stall, cancels, and then waits for the call; the bound is a guard against a hang, not a
+// measurement.
+func TestStalledHostReturnsWhenTheContextEnds(t *testing.T) {
+	const guard = 30 * time.Second
+	for _, tc := range []struct{ stall, want string }{
+		{"handshake", "context canceled"},
+		{"auth", "ssh root@127.0.1.31:"},
+		{"open", "opening session: the host did not answer: context canceled"},
+		{"exec", "starting command: the host did not answer: context canceled"},
+		// The server cannot tell when the client has seen its reply to exec, so the cancel
+		// may still find the client starting the command.
+		{"output", "context canceled"},
+	} {
+		t.Run(tc.stall, func(t *testing.T) {
+			cfg, reached := stallingServer(t, "127.0.1.31", tc.stall)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				c, err := Dial(ctx, "127.0.1.31", cfg)
+				if err != nil {
+					done <- err
+					return
+				}
+				defer c.Close()
+				_, err = c.ReadFile(ctx, "/etc/kubernetes/admin.conf")
+				done <- err
+			}()
+			select {
+			case <-reached:
+			case err := <-done:
+				t.Fatalf("returned before reaching the stall: %v", err)
+			case <-time.After(guard):
+				t.Fatal("the client never reached the stall")
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasSuffix(err.Error(), context.Canceled.Error()) {
+					t.Errorf("got %v, want an error containing %q", err, tc.want)
+				}
+			case <-time.After(guard):
+				t.Fatalf("still waiting on a host stalled at %s %v after its context was cancelled", tc.stall, guard)
+			}
+		})
+	}
+}

@@ -86,7 +86,7 @@ func ValidateSoftwareItem(p *field.Path, item any) field.ErrorList {
 
 func validatePackageName(p *field.Path, name string) field.ErrorList {
 	if len(name) > bpav1.MaxPackageFieldLength || !debianName.MatchString(name) {
-		return field.ErrorList{field.Invalid(p, name, fmt.Sprintf("must be a Debian package name (%s)", bpav1.DebianPackageNamePattern))}
+		return field.ErrorList{field.Invalid(p, name, fmt.Sprintf("must be a Debian package name (%s); it cannot end in '-' or '+', which apt-get reads as remove or install", bpav1.DebianPackageNamePattern))}
 	}
 	return nil
 }

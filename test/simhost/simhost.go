@@ -12,11 +12,12 @@
 //     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
 //     serve as the mount point);
-//   - given a session PATH (sshd's SetEnv) that puts stand-in apt-get, dpkg-query and sudo
-//     first. They record every call and keep a per-host package state (see stubs.go). HOME is
-//     pointed at an empty directory too, because bash sources ~/.bashrc for SSH commands and
-//     a .bashrc that prepends to PATH would otherwise put the real apt-get first. Start checks
-//     over SSH that the stand-ins are what the session finds, and fails the test if not.
+//   - given a session PATH (sshd's SetEnv) that puts stand-in apt-get, apt-cache, dpkg-query
+//     and sudo first. They record every call and keep a per-host package state (see
+//     stubs.go). HOME is pointed at an empty directory too, because bash sources ~/.bashrc
+//     for SSH commands and a .bashrc that prepends to PATH would otherwise put the real
+//     apt-get first. Start checks over SSH that the stand-ins are what the session finds, and
+//     fails the test if not.
 //
 // sshd must be installed (Debian: openssh-server). Tests fail, not skip, when it is not, so a
 // CI machine missing it cannot pass silently.
@@ -172,7 +173,7 @@ func (h *Host) setUp(t testing.TB) {
 	}
 	lib := h.path("stublib.sh")
 	writeFile(t, lib, []byte(strings.ReplaceAll(stubLib, "@DIR@", shQuote(h.dir))), 0o644)
-	for name, body := range map[string]string{"apt-get": stubAptGet, "dpkg-query": stubDpkgQuery, "sudo": stubSudo} {
+	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo} {
 		writeFile(t, h.path("bin", name), []byte(strings.ReplaceAll(body, "@LIB@", shQuote(lib))), 0o755)
 	}
 }
@@ -265,12 +266,12 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 // checkStubsFirst proves, over SSH, that the session finds the stand-ins and not the
 // machine's own apt-get: a test must never install packages on the machine it runs on.
 func (h *Host) checkStubsFirst() error {
-	out, err := h.exec("command -v apt-get dpkg-query sudo")
+	out, err := h.exec("command -v apt-get apt-cache dpkg-query sudo")
 	if err != nil {
 		return fmt.Errorf("checking the session PATH: %w", err)
 	}
 	lines := strings.Fields(string(out))
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		return fmt.Errorf("session PATH check: unexpected output %q", out)
 	}
 	for _, l := range lines {
@@ -360,7 +361,7 @@ func (h *Host) Alive() bool {
 
 // Call is one recorded invocation of a stand-in.
 type Call struct {
-	Tool           string   // apt-get, dpkg-query or sudo
+	Tool           string   // apt-get, apt-cache, dpkg-query or sudo
 	Args           []string // argv[1:], exactly as received
 	DebianFrontend string   // $DEBIAN_FRONTEND in the stand-in's environment
 }

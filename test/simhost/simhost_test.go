@@ -98,9 +98,42 @@ func TestAptGetStandIn(t *testing.T) {
 	if _, err := h.exec("apt-get install -y nosuchpkg"); err == nil || !strings.Contains(err.Error(), "Unable to locate package nosuchpkg") {
 		t.Errorf("installing an unknown package: %v", err)
 	}
+	// A name with a '.' that is no package is a regular expression to apt.
+	h.SetAvailable(map[string]string{"htop": "3.2.2-2", "xz-utils": "5.4.1-0.2", "xzdec": "5.4.1-0.2"})
+	if _, err := h.exec("apt-get install -y xz.."); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Packages(); got["xz-utils"] != "5.4.1-0.2" || got["xzdec"] != "5.4.1-0.2" || got["xz.."] != "" {
+		t.Errorf("xz.. as a regular expression: packages = %v", got)
+	}
 	h.Fail("apt-get", "E: Could not get lock /var/lib/dpkg/lock-frontend")
 	if _, err := h.exec("apt-get update"); err == nil || !strings.Contains(err.Error(), "Could not get lock") {
 		t.Errorf("injected failure: %v", err)
+	}
+}
+
+// TestAptCacheStandIn: apt-cache show knows the available and installed packages, reads an
+// unknown name with a '.' as a regular expression (as apt 2.6 does), and exits 100 only when
+// it found nothing.
+func TestAptCacheStandIn(t *testing.T) {
+	h := Start(t, "h", "127.0.1.16")
+	h.SetAvailable(map[string]string{"xz-utils": "5.4.1-0.2", "xzdec": "5.4.1-0.2", "htop": "3.2.2-2"})
+	h.SetPackages(map[string]string{"telnet": "0.17-44"})
+	out, err := h.exec("apt-cache show --no-all-versions -- htop telnet nosuchpkg xz..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if n, ok := strings.CutPrefix(l, "Package: "); ok {
+			names = append(names, n)
+		}
+	}
+	if want := []string{"htop", "telnet", "xz-utils", "xzdec"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("records for %v, want %v:\n%s", names, want, out)
+	}
+	if _, err := h.exec("apt-cache show nosuchpkg"); err == nil || !strings.Contains(err.Error(), "exited with status 100") {
+		t.Errorf("no package found: %v", err)
 	}
 }
 

@@ -34,6 +34,19 @@ fail_if_asked() { # tool exit-code
 	fi
 }
 
+# matches NAME: the available packages NAME matches when apt reads it as a regular
+# expression, which it does for a name it has no package of that holds a '.'.
+matches() {
+	case "$1" in
+	*.*) ;;
+	*) return 0 ;;
+	esac
+	if awk -F'\t' -v n="$1" '$1 == n { f = 1 } END { exit !f }' "$D/available" "$D/packages"; then
+		return 0
+	fi
+	awk -F'\t' -v re="$1" '$1 ~ re { print $1 }' "$D/available"
+}
+
 status_of() { awk -F'\t' -v n="$1" '$1 == n { s = $3 } END { print s }' "$D/packages"; }
 
 set_pkg() { # name version status
@@ -55,7 +68,8 @@ awk -F'\t' 'NF >= 3 { printf "%s\t%s\t%s \n", $1, $2, $3 }' "$D/packages" | LC_A
 
 // stubAptGet handles update, install (name or name=version) and remove like apt-get does
 // for the purpose of the tests: it checks every package before changing any, and fails with
-// apt's own messages.
+// apt's own messages. Like apt 2.6, it installs every available package matching an
+// unpinned name it has no package of that holds a '.', read as a regular expression.
 const stubAptGet = `#!/bin/sh
 set -eu
 . @LIB@
@@ -95,7 +109,7 @@ for a in "$@"; do
 		*=*) ver=${a#*=} ;;
 		*) ver=$(awk -F'\t' -v n="$name" '$1 == n { print $2; exit }' "$D/available") ;;
 		esac
-		if [ -z "$ver" ] && [ "$(status_of "$name")" != ii ]; then
+		if [ -z "$ver" ] && [ "$(status_of "$name")" != ii ] && [ -z "$(matches "$a")" ]; then
 			echo "E: Unable to locate package $name" >&2
 			exit 100
 		fi
@@ -127,9 +141,56 @@ for a in "$@"; do
 	*) ver=$(awk -F'\t' -v n="$name" '$1 == n { print $2; exit }' "$D/available") ;;
 	esac
 	[ -n "$ver" ] || ver=$old
+	if [ -z "$ver" ]; then
+		for m in $(matches "$a"); do
+			echo "Note, selecting '$m' for regex '$a'"
+			v=$(awk -F'\t' -v n="$m" '$1 == n { print $2; exit }' "$D/available")
+			set_pkg "$m" "$v" ii
+			echo "Setting up $m ($v) ..."
+		done
+		continue
+	fi
 	set_pkg "$name" "$ver" ii
 	echo "Setting up $name ($ver) ..."
 done
+`
+
+// stubAptCache answers `apt-cache show [options] [--] NAME...` as apt 2.6 does: a record
+// (Package, Version, Description) for each name that is available or installed, "N: Unable
+// to locate package" on stderr for the others, and exit status 100 when it found none. A
+// name it does not know that holds a '.' is read as a regular expression over the available
+// packages, as apt does, so a test can show that such a name is refused, not installed.
+const stubAptCache = `#!/bin/sh
+set -eu
+. @LIB@
+record apt-cache "$@"
+fail_if_asked apt-cache 100
+if [ "${1-}" != show ]; then
+	echo "E: (simhost) only apt-cache show is simulated" >&2
+	exit 100
+fi
+shift
+found=
+for a in "$@"; do
+	case "$a" in
+	-*) continue ;;
+	esac
+	recs=$(awk -F'\t' -v n="$a" '$1 == n { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2; exit }' "$D/available")
+	[ -n "$recs" ] || recs=$(awk -F'\t' -v n="$a" '$1 == n && $3 == "ii" { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2; exit }' "$D/packages")
+	case "$a" in
+	*.*) [ -n "$recs" ] || recs=$(awk -F'\t' -v re="$a" '$1 ~ re { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2 }' "$D/available") ;;
+	esac
+	if [ -z "$recs" ]; then
+		echo "N: Unable to locate package $a" >&2
+		continue
+	fi
+	found=1
+	printf '%s\n\n' "$recs"
+done
+if [ -z "$found" ]; then
+	echo "E: No packages found" >&2
+	exit 100
+fi
 `
 
 // stubSudo accepts the options BPA uses (-n, --) and runs the command; the host's user is

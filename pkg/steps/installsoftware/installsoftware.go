@@ -7,7 +7,9 @@
 //     value never reaches a command, not even a quoted one;
 //  2. reads the installed versions over SSH with dpkg-query; if the host already satisfies
 //     every item, it stops there: no apt-get at all;
-//  3. otherwise runs apt-get update, then install (with the pinned versions) and/or remove;
+//  3. otherwise runs apt-get update (when installing), checks with apt-cache that every name
+//     it will hand apt-get is a package of exactly that name (apt-get would read any other as
+//     a pattern), then runs install (with the pinned versions) and/or remove;
 //  4. reads the versions back and fails if dpkg does not report the wanted state, whatever
 //     apt-get's exit status said.
 //
@@ -117,7 +119,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 
 	res.Changed = true
 	o.logf("%s: to install: %v; to remove: %v", who, before.Install, before.Remove)
-	for _, argv := range before.Commands() {
+	apt := func(argv []string) error {
 		start := time.Now()
 		if _, err := client.Output(ctx, argv); err != nil {
 			// Record what the host has now, after a partial install, if it can still be asked:
@@ -130,6 +132,20 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 			return fmt.Errorf("%s: %s: %w", who, strings.Join(argv, " "), err)
 		}
 		o.logf("%s: %s (%v)", who, strings.Join(argv, " "), time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	if argv := before.Update(); argv != nil {
+		if err := apt(argv); err != nil {
+			return err
+		}
+	}
+	if err := known(ctx, client, before.Names()); err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	for _, argv := range before.Changes() {
+		if err := apt(argv); err != nil {
+			return err
+		}
 	}
 
 	after, err := plan(ctx, client, items)
@@ -141,6 +157,24 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 		return fmt.Errorf("%s: apt-get succeeded but dpkg reports: %s", who, strings.Join(bad, "; "))
 	}
 	o.logf("%s: done", who)
+	return nil
+}
+
+// known fails unless apt has a package of exactly each name (see software.KnownCommand), so
+// that apt-get is never handed a name it would read as a pattern.
+func known(ctx context.Context, client *sshexec.Client, names []string) error {
+	stdout, stderr, code, err := client.Run(ctx, software.KnownCommand(names))
+	if err != nil {
+		return fmt.Errorf("asking apt-cache about the packages: %w", err)
+	}
+	// apt-cache show exits 100 when it finds none of the names; stdout answers either way.
+	if code != 0 && code != 100 {
+		return fmt.Errorf("asking apt-cache about the packages: %w", &sshexec.ExitError{Command: "apt-cache", Code: code, Stderr: sshexec.Tail(stderr, 512)})
+	}
+	if unknown := software.Unknown(names, stdout); len(unknown) > 0 {
+		return fmt.Errorf("apt knows no package named %s (apt-cache show finds none of exactly that name); nothing was installed or removed",
+			strings.Join(unknown, ", "))
+	}
 	return nil
 }
 

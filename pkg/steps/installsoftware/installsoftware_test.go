@@ -145,6 +145,7 @@ func TestInstallUpdateRerun(t *testing.T) {
 	wantMaster := []simhost.Call{
 		{Tool: "dpkg-query", Args: []string{"-W", "-f=" + software.DpkgQueryFormat}},
 		{Tool: "apt-get", Args: []string{"update"}},
+		{Tool: "apt-cache", Args: []string{"show", "--no-all-versions", "--", "htop", "jq"}},
 		{Tool: "apt-get", DebianFrontend: "noninteractive", Args: []string{"install", "-y", "--no-install-recommends", "--allow-downgrades", "htop", "jq=1.6-2.1"}},
 		{Tool: "dpkg-query", Args: []string{"-W", "-f=" + software.DpkgQueryFormat}},
 	}
@@ -194,7 +195,7 @@ func TestInstallUpdateRerun(t *testing.T) {
 		}
 		want := []string{"dpkg-query"}
 		if name == "master-1" {
-			want = []string{"dpkg-query", "apt-get update", "apt-get install", "dpkg-query"}
+			want = []string{"dpkg-query", "apt-get update", "apt-cache", "apt-get install", "dpkg-query"}
 		}
 		if got := tools(h.Calls()); !reflect.DeepEqual(got, want) {
 			t.Errorf("after the version change, %s issued %v, want %v", name, got, want)
@@ -341,11 +342,45 @@ func TestRemoveAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tools(h.Calls()); !reflect.DeepEqual(got, []string{"dpkg-query", "apt-get remove", "dpkg-query"}) {
+	if got := tools(h.Calls()); !reflect.DeepEqual(got, []string{"dpkg-query", "apt-cache", "apt-get remove", "dpkg-query"}) {
 		t.Errorf("calls %v", got)
 	}
 	if _, still := h.Packages()["telnet"]; still || !res.Changed || res.Packages[1] != (bpav1.PackageStatus{Name: "telnet", Wanted: "absent"}) {
 		t.Errorf("telnet not removed: %+v", res)
+	}
+}
+
+// TestUnknownPackageFailsTheHost: a name that passes the syntax check but is no package
+// apt knows fails the host before apt-get install or remove runs. apt would read `xz..` as
+// a regular expression and install every package it matches (xz-utils here), and skip or
+// misread a name it does not know.
+func TestUnknownPackageFailsTheHost(t *testing.T) {
+	c := newCluster(t, 130)
+	h := c.hosts["worker-1"]
+	h.SetAvailable(map[string]string{"curl": "7.88.1-10+deb12u5", "xz-utils": "5.4.1-0.2"})
+	h.SetPackages(map[string]string{"telnet": "0.17-44"})
+	for _, tc := range []struct {
+		items   []bpav1.SoftwareItem
+		unknown string
+	}{
+		{[]bpav1.SoftwareItem{{Name: "curl"}, {Name: "xz.."}}, "xz.."},
+		{[]bpav1.SoftwareItem{{Name: "curl"}, {Name: "nosuchpkg"}, {Name: "telnet", State: bpav1.PackageAbsent}}, "nosuchpkg"},
+	} {
+		h.ResetCalls()
+		n := software.Node{Name: "worker-1", IP: h.IP, Roles: []string{"worker"}, Packages: tc.items}
+		res, err := step(t, c, n, h.Port)
+		want := "worker-1 (" + h.IP + "): apt knows no package named " + tc.unknown + " "
+		if err == nil || !strings.Contains(err.Error(), want) || res.Phase != "Failed" || !strings.Contains(res.Message, tc.unknown) {
+			t.Errorf("%v: got %v, %+v; want %q", tc.items, err, res, want)
+		}
+		for _, call := range h.CallsTo("apt-get") {
+			if call.Args[0] != "update" {
+				t.Errorf("%v: apt-get ran despite an unknown name: %v", tc.items, call)
+			}
+		}
+		if got := h.Packages(); !reflect.DeepEqual(got, map[string]string{"telnet": "0.17-44"}) {
+			t.Errorf("%v: packages changed: %v", tc.items, got)
+		}
 	}
 }
 

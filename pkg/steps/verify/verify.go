@@ -3,7 +3,11 @@
 //
 //  1. Fetch /etc/kubernetes/admin.conf from the first master (by name) over SSH, the host key
 //     checked against the SSH Secret's known_hosts unless the CR opts out.
-//  2. Point its server at that master's IP, keeping scheme and port (pkg/kubeconfig).
+//  2. Rebuild it into a minimal kubeconfig (pkg/kubeconfig): the server pointed at that
+//     master's IP, keeping scheme and port; the CA data; inline client certificate and key,
+//     or token. The host may be compromised, so a file asking for more (a command to run,
+//     a local file to read and send, a proxy, impersonation) is refused. Only the rebuilt
+//     kubeconfig is used and staged.
 //  3. With it, check that every host of the run is a registered, Ready Node and that every
 //     kube-system pod is Running or Succeeded, polling until --timeout. On timeout the step
 //     fails with the sorted list of what is missing.
@@ -150,7 +154,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	return o.stage(ctx, c, p, cluster, conf)
 }
 
-// fetchAdminConf reads admin.conf from the master and points it at the master's IP.
+// fetchAdminConf reads admin.conf from the master and rebuilds it, pointed at the master's IP.
 func (o *options) fetchAdminConf(ctx context.Context, master bpav1.HostStatus, crSSH *bpav1.SSHConfig) ([]byte, error) {
 	cfg := o.ssh.Config(o.flags, crSSH)
 	cfg.Logf = o.logf
@@ -163,7 +167,7 @@ func (o *options) fetchAdminConf(ctx context.Context, master bpav1.HostStatus, c
 	if err != nil {
 		return nil, fmt.Errorf("fetching admin.conf from master %s: %w", master.Name, err)
 	}
-	conf, err := kubeconfig.RewriteServer(raw, master.IP)
+	conf, err := kubeconfig.Rebuild(raw, master.IP)
 	if err != nil {
 		return nil, fmt.Errorf("admin.conf from master %s: %w", master.Name, err)
 	}

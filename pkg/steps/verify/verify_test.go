@@ -2,8 +2,20 @@ package verify
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -175,7 +187,8 @@ func newEnv(t *testing.T, objects ...runtime.Object) *env {
 	m1 := e.sim.Start("master-1", "127.0.1.40")
 	m2 := e.sim.Start("master-2", "127.0.1.41")
 	e.masters = []*simhost.Host{m1, m2}
-	m1.WriteAdminConf(simhost.FakeAdminConf("https://127.0.0.1:6443"))
+	// A second, hostile user that admin.conf's context does not use: it must not travel on.
+	m1.WriteAdminConf(append(simhost.FakeAdminConf("https://127.0.0.1:6443"), unusedExecUser...))
 	m2.WriteAdminConf(simhost.FakeAdminConf("https://127.0.0.1:7443")) // a different file: must not be the one fetched
 
 	hostsFile := filepath.Join(t.TempDir(), "hosts.json")
@@ -276,6 +289,9 @@ func TestRunStagesKubeconfig(t *testing.T) {
 	if len(cfg.AuthInfos["kubernetes-admin"].ClientKeyData) == 0 {
 		t.Error("staged kubeconfig lost its credentials")
 	}
+	if len(cfg.AuthInfos) != 1 || strings.Contains(string(s.Data["value"]), "exec") {
+		t.Errorf("the staged kubeconfig carries more than the current context's user:\n%v", cfg.AuthInfos)
+	}
 	// Only the first master was asked, with cat, verbatim.
 	if calls := e.masters[1].Calls(); len(calls) != 0 {
 		t.Errorf("master-2 was contacted: %v", calls)
@@ -338,6 +354,107 @@ func TestRunRefusesWrongHostKey(t *testing.T) {
 	if _, ok := e.staged(t); ok {
 		t.Error("staged a kubeconfig fetched without a verified host key")
 	}
+}
+
+var unusedExecUser = []byte(`- name: other
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/false}
+`)
+
+// TestRunRefusesHostileAdminConf is the attack of a compromised first master: its admin.conf
+// points at an "API server" the host runs (master-1's IP, as verify rewrites it) and asks
+// client-go to send the step pod's ServiceAccount token there (tokenFile) or to run a command
+// in the step (exec). verify, with the real client-go client, must refuse the file before
+// any request: no command runs, the token never leaves, nothing is staged.
+func TestRunRefusesHostileAdminConf(t *testing.T) {
+	dir := t.TempDir()
+	saToken := "step-pod-serviceaccount-token-" + filepath.Base(dir)
+	tokenFile := filepath.Join(dir, "token") // stands in for /var/run/secrets/kubernetes.io/serviceaccount/token
+	marker := filepath.Join(dir, "exec-ran")
+	if err := os.WriteFile(tokenFile, []byte(saToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	execCred := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-exec"}}`
+	for field, user := range map[string]string{
+		"tokenFile": "    tokenFile: " + tokenFile + "\n",
+		"exec": "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/sh\n" +
+			"      args: [-c, 'touch " + marker + "; echo ''" + execCred + "''']\n      interactiveMode: Never\n",
+	} {
+		t.Run(field, func(t *testing.T) {
+			e := newEnv(t, healthyNodes...)
+			var mu sync.Mutex
+			var seen []string
+			l, err := net.Listen("tcp", e.masters[0].IP+":0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
+				mu.Unlock()
+				http.Error(w, "{}", http.StatusForbidden)
+			}))
+			srv.Listener = l
+			cert, caPEM := selfSigned(t, e.masters[0].IP)
+			srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+			srv.StartTLS()
+			defer srv.Close()
+			// An admin.conf for that server whose only user entry is the hostile one. verify
+			// rewrites the host to master-1's IP and keeps the port; client-go attaches
+			// credentials only over https, hence the certificate.
+			conf := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- cluster: {certificate-authority-data: %s, server: "https://127.0.0.1:%d"}
+  name: cluster.local
+contexts:
+- context: {cluster: cluster.local, user: kubernetes-admin}
+  name: admin
+current-context: admin
+users:
+- name: kubernetes-admin
+  user:
+`, base64.StdEncoding.EncodeToString(caPEM), l.Addr().(*net.TCPAddr).Port)
+			e.masters[0].WriteAdminConf([]byte(conf + user))
+			e.o.newClusterClient = func(rc *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(rc) }
+			e.o.timeout = 2 * time.Second
+
+			err = e.o.run(context.Background(), e.c)
+			if err == nil || !strings.Contains(err.Error(), `user "kubernetes-admin": `+field) || !strings.Contains(err.Error(), "master-1") {
+				t.Errorf("got %v, want a refusal naming %s and the master", err, field)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) > 0 {
+				t.Errorf("the host's API server was asked (path, Authorization): %q", seen)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("the admin.conf's exec command ran in the step")
+			}
+			if _, ok := e.staged(t); ok {
+				t.Error("a hostile kubeconfig was staged for publishing")
+			}
+		})
+	}
+}
+
+// selfSigned is a serving certificate for ip that is its own CA.
+func selfSigned(t *testing.T, ip string) (tls.Certificate, []byte) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hostile-apiserver"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, IPAddresses: []net.IP{net.ParseIP(ip)},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 func TestRunNeedsWorkflowOwner(t *testing.T) {

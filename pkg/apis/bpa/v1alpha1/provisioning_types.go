@@ -216,10 +216,11 @@ type ProvisioningSpec struct {
 }
 
 // DebianPackageName follows Debian policy: lower-case alphanumerics and + . -, starting with
-// an alphanumeric, so it can never be read as a command-line option.
+// an alphanumeric, so it can never be read as a command-line option, and not ending in '-' or
+// '+', which apt-get reads as "remove" or "install" (DebianPackageNamePattern).
 // +kubebuilder:validation:MinLength=2
 // +kubebuilder:validation:MaxLength=128
-// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9+.-]+$`
+// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9+.-]*[a-z0-9.]$`
 type DebianPackageName string
 
 // ProvisioningStatus mirrors the provisioning Workflow.

@@ -9,8 +9,12 @@ import (
 
 // Debian policy syntax for package names and versions. A version is [epoch:]upstream[-revision]
 // and starts with a digit; neither can start with '-' or hold a space or shell metacharacter.
+//
+// A name cannot end in '-' or '+' either, although Debian policy allows it: apt-get reads a
+// trailing '-' as "remove" and '+' as "install" (`apt-get install openssh-server-` removes
+// openssh-server). g++ and gobjc++ are therefore out of reach; build-essential brings g++.
 const (
-	DebianPackageNamePattern = `^[a-z0-9][a-z0-9+.-]+$`
+	DebianPackageNamePattern = `^[a-z0-9][a-z0-9+.-]*[a-z0-9.]$`
 	DebianVersionPattern     = `^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$`
 	MaxPackageFieldLength    = 128
 )
