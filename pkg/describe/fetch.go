@@ -24,8 +24,7 @@ var kindNames = map[string]string{
 
 // ParseKind turns a kind as typed on the command line into a Kind* constant.
 func ParseKind(s string) (string, error) {
-	s = strings.ToLower(strings.TrimSuffix(strings.ToLower(s), ".bpa.akraino.org"))
-	if k, ok := kindNames[s]; ok {
+	if k, ok := kindNames[strings.TrimSuffix(strings.ToLower(s), ".bpa.akraino.org")]; ok {
 		return k, nil
 	}
 	return "", fmt.Errorf("cannot describe %q: give provisioning, software or cluster", s)
