@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,6 +129,15 @@ func renderConditions(parent *node, conds []metav1.Condition, now time.Time) {
 		return
 	}
 	n := parent.add(cell{"Conditions", bold})
+	// Ready first, as kstatus and clusterctl read it; the others as the controller keeps them.
+	conds = slices.Clone(conds)
+	rank := func(c metav1.Condition) int {
+		if c.Type == bpav1.ConditionReady {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return rank(a) - rank(b) })
 	for _, c := range conds {
 		n.add(cell{clean(c.Type), plain}, statusCell(c.Type, c.Status), cell{clean(c.Reason), plain},
 			cell{since(c.LastTransitionTime, now), dim}, cell{clean(c.Message), plain})
