@@ -11,7 +11,7 @@ all: build
 ##@ Build
 .PHONY: build
 build: ## Build bin/bpa
-	$(GO) build -o $(BIN)/bpa ./cmd/bpa
+	$(GO) build -o $(BIN)/bpa ./cmd/bpa && ln -f $(BIN)/bpa $(BIN)/kubectl-bpa
 
 .PHONY: generate
 generate: ## Generate deepcopy code (controller-gen, run as a Go tool)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -22,6 +24,11 @@ func NewRootCommand() *cobra.Command {
 		Short:         "BPA turns bare-metal hosts into Kubernetes clusters, declaratively, with Argo Workflows",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// Installed as kubectl-bpa, the binary is a kubectl plugin run as `kubectl bpa`; its
+	// help and usage lines should say so.
+	if plugin, ok := strings.CutPrefix(filepath.Base(os.Args[0]), "kubectl-"); ok {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl " + plugin}
 	}
 	for _, f := range subcommands {
 		root.AddCommand(f())

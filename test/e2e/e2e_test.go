@@ -168,6 +168,23 @@ func (e *env) assertProvisioned(t *testing.T, p *bpav1.Provisioning) {
 // the ConfigMaps and the Events of the namespace.
 func (e *env) assertNoSecretOutsideSecrets(t *testing.T, kubeconfig *clientcmdapi.Config) {
 	t.Helper()
+	needles := e.secretNeedles(t, kubeconfig)
+	lists := []client.ObjectList{&wfv1.WorkflowList{}, &wfv1.WorkflowTaskResultList{}, &bpav1.ProvisioningList{},
+		&bpav1.SoftwareList{}, &corev1.ConfigMapList{}, &corev1.EventList{}}
+	for _, list := range lists {
+		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace)))
+		data, err := json.Marshal(list)
+		require.NoError(t, err)
+		for _, n := range needles {
+			assert.NotContains(t, string(data), n, "a secret in a %T", list)
+		}
+	}
+}
+
+// secretNeedles are distinctive pieces of the SSH private key and of the published
+// kubeconfig's credentials, as text and as base64.
+func (e *env) secretNeedles(t *testing.T, kubeconfig *clientcmdapi.Config) []string {
+	t.Helper()
 	key, err := os.ReadFile(e.SSH.ClientKeyPath())
 	require.NoError(t, err)
 	secrets := map[string][]byte{"the SSH private key": key}
@@ -187,16 +204,7 @@ func (e *env) assertNoSecretOutsideSecrets(t *testing.T, kubeconfig *clientcmdap
 			needles = append(needles, form)
 		}
 	}
-	lists := []client.ObjectList{&wfv1.WorkflowList{}, &wfv1.WorkflowTaskResultList{}, &bpav1.ProvisioningList{},
-		&bpav1.SoftwareList{}, &corev1.ConfigMapList{}, &corev1.EventList{}}
-	for _, list := range lists {
-		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace)))
-		data, err := json.Marshal(list)
-		require.NoError(t, err)
-		for _, n := range needles {
-			assert.NotContains(t, string(data), n, "a secret in a %T", list)
-		}
-	}
+	return needles
 }
 
 // secretCore is a distinctive piece of a secret's text: the middle of its longest line,
@@ -241,6 +249,7 @@ func (e *env) softwareOnExample(t *testing.T, p *bpav1.Provisioning) {
 	require.NoError(t, e.Client.Create(e.ctx, s))
 	got := &bpav1.Software{}
 	e.waitFor(t, got, s.Name, func() bool { return got.Status.Phase == bpav1.PhaseSucceeded }, "Software Succeeded")
+	e.checkDescribe(t, p, got)
 	require.Len(t, got.Status.HostSoftware, len(p.Status.Hosts))
 	for _, h := range got.Status.HostSoftware {
 		assert.Equal(t, "Succeeded", h.Phase, h.Name)

@@ -1,0 +1,170 @@
+package describe_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	"github.com/argoproj/argo-workflows/v3/workflow/packer"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/describe"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// now is when the golden trees were "printed": ages and running times count from it.
+var now = time.Date(2026, 11, 1, 10, 5, 0, 0, time.UTC)
+
+// loadObjects reads a multi-document YAML file of Kubernetes objects.
+func loadObjects(t *testing.T, file string) []client.Object {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	decode := serializer.NewCodecFactory(controller.Scheme()).UniversalDeserializer()
+	var objs []client.Object
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			break
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := decode.Decode(doc, nil, nil)
+		require.NoError(t, err, file)
+		objs = append(objs, obj.(client.Object))
+	}
+	return objs
+}
+
+// describeFixture fetches through a fake client holding the fixture's objects and
+// renders, as the command does.
+func describeFixture(t *testing.T, objs []client.Object, kind, name string, color bool) string {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(controller.Scheme()).WithObjects(objs...).Build()
+	tree, err := describe.Fetch(context.Background(), c, kind, "bpa-system", name)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, describe.Render(&out, tree, describe.Options{Now: now, Color: color, History: 3}))
+	return out.String()
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	golden := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run: go test ./pkg/describe -update")
+	assert.Equal(t, string(want), got, golden)
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, tc := range []struct {
+		fixture, kind, name string
+		also                []string // fixtures whose objects are there too
+	}{
+		{"provisioning", describe.KindProvisioning, "provisioning-sample-xyz", nil},
+		{"provisioning-running", describe.KindProvisioning, "provisioning-running", nil},
+		{"provisioning-workflow-gone", describe.KindProvisioning, "provisioning-gone", nil},
+		{"provisioning-offloaded", describe.KindProvisioning, "provisioning-offloaded", nil},
+		{"software", describe.KindSoftware, "example-software", nil},
+		{"cluster", describe.KindCluster, "cluster-sample", []string{"provisioning"}},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			objs := loadObjects(t, filepath.Join("testdata", tc.fixture+".yaml"))
+			for _, f := range tc.also {
+				objs = append(objs, loadObjects(t, filepath.Join("testdata", f+".yaml"))...)
+			}
+			got := describeFixture(t, objs, tc.kind, tc.name, false)
+			checkGolden(t, tc.fixture, got)
+			assert.NotContains(t, got, "\x1b", "no colour unless asked")
+			assert.NotContains(t, got, "SECRET-KUBECONFIG-DATA")
+		})
+	}
+}
+
+// Argo compresses the nodes of a large Workflow into status.compressedNodes; the tree
+// must be the same as with the nodes in the clear.
+func TestRenderCompressedNodes(t *testing.T) {
+	// Small enough that these Workflows are "large", large enough for their packed nodes.
+	defer packer.SetMaxWorkflowSize(1500)()
+	for _, tc := range []struct{ fixture, kind, name string }{
+		{"provisioning-running", describe.KindProvisioning, "provisioning-running"},
+		{"software", describe.KindSoftware, "example-software"},
+	} {
+		objs := loadObjects(t, filepath.Join("testdata", tc.fixture+".yaml"))
+		want := describeFixture(t, objs, tc.kind, tc.name, false)
+		compressed := 0
+		for _, o := range objs {
+			if wf, ok := o.(*wfv1.Workflow); ok && len(wf.Status.Nodes) > 0 {
+				require.NoError(t, packer.CompressWorkflowIfNeeded(wf))
+				require.NotEmpty(t, wf.Status.CompressedNodes)
+				require.Empty(t, wf.Status.Nodes)
+				compressed++
+			}
+		}
+		require.NotZero(t, compressed)
+		assert.Equal(t, want, describeFixture(t, objs, tc.kind, tc.name, false), tc.fixture)
+	}
+}
+
+var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+func TestRenderColor(t *testing.T) {
+	objs := loadObjects(t, "testdata/provisioning.yaml")
+	plain := describeFixture(t, objs, describe.KindProvisioning, "provisioning-sample-xyz", false)
+	colored := describeFixture(t, objs, describe.KindProvisioning, "provisioning-sample-xyz", true)
+	assert.Contains(t, colored, "\x1b[32mSucceeded\x1b[0m")
+	assert.Contains(t, colored, "\x1b[31mFailed\x1b[0m", "the earlier, failed run")
+	assert.Equal(t, plain, sgr.ReplaceAllString(colored, ""), "colour changes nothing else, alignment included")
+}
+
+// A step's message comes from a host (an ssh error, a package manager's output): escape
+// sequences in it must reach the terminal as text, never as commands, nor may a newline
+// forge a line of the tree.
+func TestRenderNeutralizesTerminalEscapes(t *testing.T) {
+	objs := loadObjects(t, "testdata/software.yaml")
+	got := describeFixture(t, objs, describe.KindSoftware, "example-software", true)
+	assert.Contains(t, got, `\x1b]0;pwned\a`)
+	assert.Contains(t, got, `\x1b[2J`)
+	assert.Contains(t, got, `\u202e`)
+	assert.NotContains(t, sgr.ReplaceAllString(got, ""), "\x1b", "only describe's own colour codes")
+	assert.NotContains(t, got, "\u202e")
+	assert.NotContains(t, got, "\n└─forged", "a message stays on its line")
+}
+
+func TestParseKind(t *testing.T) {
+	for in, want := range map[string]string{
+		"provisioning": describe.KindProvisioning, "prov": describe.KindProvisioning, "Provisionings": describe.KindProvisioning,
+		"provisioning.bpa.akraino.org": describe.KindProvisioning, "sw": describe.KindSoftware, "clusters": describe.KindCluster,
+	} {
+		got, err := describe.ParseKind(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := describe.ParseKind("pods")
+	assert.ErrorContains(t, err, "give provisioning, software or cluster")
+}
+
+func TestFetchNotFound(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(controller.Scheme()).Build()
+	_, err := describe.Fetch(context.Background(), c, describe.KindProvisioning, "bpa-system", "nope")
+	assert.EqualError(t, err, "Provisioning bpa-system/nope not found")
+}
