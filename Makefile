@@ -35,7 +35,7 @@ tools: ## Build the real test components (etcd, kube-apiserver, workflow-control
 .PHONY: test
 test: tools verify-generated build ## Run every test (unit, fuzz seeds, real-component integration and e2e)
 	$(BIN)/bpa lint
-	$(BIN)/bpa lint $(addprefix -f ,$(wildcard examples/*.yaml ../shared/reference/seeds/*.yaml ../shared/reference/icn/provisioning/*.yaml ../shared/reference/icn/software/*.yaml))
+	$(BIN)/bpa lint $(addprefix -f ,$(wildcard examples/*.yaml pkg/validation/testdata/good/*.yaml $(if $(BPA_REFERENCE_DIR),$(addprefix $(BPA_REFERENCE_DIR)/,seeds/*.yaml icn/provisioning/*.yaml icn/software/*.yaml))))
 	$(GO) vet ./...
 	$(GO) test -p 2 -timeout 45m -count=1 ./...
 
