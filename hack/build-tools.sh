@@ -14,13 +14,18 @@
 # workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
 # kustomize 20 s (builds config/ in test/integration).
 # Builds run one after another: on a 2-core machine parallel links only thrash.
+# Each tool prints one line (what, why, how long); module downloads and compiler output
+# go to bin/logs/build-<tool>.log, shown only when a build fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/hack/tools"
 BIN="$ROOT/bin"
 STAMPS="$BIN/.stamps"
-mkdir -p "$STAMPS"
+LOGS="$BIN/logs"
+mkdir -p "$STAMPS" "$LOGS"
+# shellcheck source=hack/logged.sh
+source "$ROOT/hack/logged.sh"
 # bin/ holds build outputs only; keep it out of git even without a root rule.
 [[ -f $BIN/.gitignore ]] || echo '*' >"$BIN/.gitignore"
 
@@ -49,16 +54,20 @@ up_to_date() { # <tool> <stamp> <outputs...>
 	[[ -f $STAMPS/$tool && $(cat "$STAMPS/$tool") == "$want" ]]
 }
 
-announce() { # <tool> <version> <estimate>
-	local why="pin or recipe changed"
-	[[ -f $STAMPS/$1 ]] || why="first time"
-	echo "building $1 $2 ($why, ~$3)..."
-}
-
-timed() { # runs a build step, then prints how long it took
-	local start=$SECONDS
-	"$@"
-	echo "  done in $((SECONDS - start))s"
+# build <tool> <version> <estimate> <stamp> CMD...: runs CMD (a command or a function of
+# this script) through logged, in one line saying why (missing, a new version, a changed
+# recipe), then records the stamp.
+build() {
+	local tool=$1 v=$2 estimate=$3 stamp=$4 why old
+	shift 4
+	why="missing"
+	if [[ -f $STAMPS/$tool ]]; then
+		old=$(cut -d' ' -f1 "$STAMPS/$tool")
+		why="pin or recipe changed"
+		[[ $old == "$v" ]] || why="new version, was $old"
+	fi
+	logged "$tool $v: building ($why, ~$estimate; log ${LOGS#"$ROOT/"}/build-$tool.log)" "$LOGS/build-$tool.log" "$@"
+	echo "$stamp" >"$STAMPS/$tool"
 }
 
 # build_module_tool <tool> <pinned module> <main package> <estimate>: builds bin/<tool>
@@ -67,10 +76,8 @@ build_module_tool() {
 	local tool=$1 module=$2 pkg=$3 estimate=$4 v s
 	v=$(pin "$tool" "$module")
 	s="$v $(stamp_of "$tool")"
-	if up_to_date "$tool" "$s" "$BIN/$tool"; then echo "$tool $v up to date"; return; fi
-	announce "$tool" "$v" "$estimate"
-	(cd "$TOOLS/$tool" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/$tool" "$pkg")
-	echo "$s" >"$STAMPS/$tool"
+	if up_to_date "$tool" "$s" "$BIN/$tool"; then echo "$tool $v: up to date"; return; fi
+	build "$tool" "$v" "$estimate" "$s" go -C "$TOOLS/$tool" build "${BUILD_FLAGS[@]}" -o "$BIN/$tool" "$pkg"
 }
 
 build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "40 s"; }
@@ -95,11 +102,9 @@ build_workflow_controller() {
 	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v up to date"; return; fi
-	announce workflow-controller "$v" "3 min"
-	(cd "$TOOLS/argo" && timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/workflow-controller" \
-		github.com/argoproj/argo-workflows/v3/cmd/workflow-controller)
-	echo "$s" >"$STAMPS/workflow-controller"
+	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v: up to date"; return; fi
+	build workflow-controller "$v" "3 min" "$s" go -C "$TOOLS/argo" build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" \
+		-o "$BIN/workflow-controller" github.com/argoproj/argo-workflows/v3/cmd/workflow-controller
 }
 
 # The argo CLI embeds ui/dist/app (its built web UI), which the module zip
@@ -107,11 +112,15 @@ build_workflow_controller() {
 # through a throw-away copy of hack/tools/argo whose go.mod replaces
 # argo-workflows/v3 by that copy; the committed module files stay untouched.
 build_argo_cli() {
-	local v s src work
+	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v up to date"; return; fi
-	announce argo "$v" "1 min after workflow-controller"
+	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v: up to date"; return; fi
+	build argo "$v" "1 min after workflow-controller" "$s" argo_cli "$v"
+}
+
+argo_cli() { # <version>
+	local v=$1 src work
 	src=$(argo_dir)
 	work="$BIN/.work/argo"
 	[[ -e $work ]] && chmod -R u+w "$work" && rm -rf "$work"
@@ -123,31 +132,32 @@ build_argo_cli() {
 		>"$work/argo-workflows/ui/dist/app/index.html"
 	mkdir -p "$work/mod"
 	cp "$TOOLS/argo/go.mod" "$TOOLS/argo/go.sum" "$TOOLS/argo/tools.go" "$work/mod/"
-	(
-		cd "$work/mod"
-		go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
-		GOFLAGS=-mod=mod timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
-	)
+	cd "$work/mod"
+	go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
+	GOFLAGS=-mod=mod go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
+	cd "$ROOT"
 	rm -rf "$BIN/.work"
-	echo "$s" >"$STAMPS/argo"
 }
 
 # Argo's full CRDs (with OpenAPI schemas, the rig's default: the apiserver
 # validates Workflows) and minimal ones (what Argo's own install manifests
 # apply; far cheaper for the apiserver) under minimal/.
 copy_argo_crds() {
-	local v s src
+	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date argo-crds "$s" "$BIN/argo-crds" "$BIN/argo-crds/minimal"; then echo "argo-crds $v up to date"; return; fi
-	echo "copying argo-crds $v..."
+	if up_to_date argo-crds "$s" "$BIN/argo-crds" "$BIN/argo-crds/minimal"; then echo "argo-crds $v: up to date"; return; fi
+	build argo-crds "$v" "10 s" "$s" argo_crds
+}
+
+argo_crds() {
+	local src
 	src=$(argo_dir)
 	rm -rf "$BIN/argo-crds"
 	mkdir -p "$BIN/argo-crds/minimal"
 	cp "$src"/manifests/base/crds/full/argoproj.io_*.yaml "$BIN/argo-crds/"
 	cp "$src"/manifests/base/crds/minimal/argoproj.io_*.yaml "$BIN/argo-crds/minimal/"
 	chmod -R u+w "$BIN/argo-crds"
-	echo "$s" >"$STAMPS/argo-crds"
 }
 
 want=("$@")
