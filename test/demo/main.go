@@ -1,19 +1,23 @@
-//go:build demo
-
-// Package demo is `make demo`: BPA's main job, on an embedded control plane, live.
+// The demo program: `make demo`, BPA's main job on an embedded control plane, live.
 //
-// It is a test binary so that it can reuse the test rig (real etcd, kube-apiserver, Argo
-// workflow-controller, sshd) and its cleanup; the build tag keeps it out of `go test ./...`.
-package demo
+// It runs the test rig (real etcd, kube-apiserver, Argo workflow-controller, sshd) and the
+// simulated site the e2e tests use, which were written against testing.TB; runT below is
+// the TB a program gives them. Everything the control plane and the controller log goes to
+// files under bin/demo-logs; on a failure the demo names them and shows the last lines of
+// the one that matters, not the logs themselves.
+package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,30 +40,48 @@ const (
 	demoTimeout         = 5 * time.Minute
 )
 
-func TestMain(m *testing.M) {
-	sim.MaybeRunKubespray()
-	os.Exit(m.Run())
-}
-
 func say(format string, args ...any) {
 	fmt.Printf("%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func TestDemo(t *testing.T) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func main() {
+	sim.MaybeRunKubespray()
 	root, err := rig.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
 	}
+	logDir := filepath.Join(root, "bin", "demo-logs")
+	_ = os.RemoveAll(logDir) // the last run's logs only
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+	t := newRunT(logDir)
+	defer t.finish(0)
+	run(t, root, logDir)
+}
+
+func run(t *runT, root, logDir string) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills the demo at once (its children die with it)
+	}()
 	oneshot := os.Getenv("DEMO_ONESHOT") != ""
 
 	say("BPA demo: real etcd, kube-apiserver, Argo workflow-controller, BPA controller and sshd.")
 	say("SIMULATED: the bare-metal nodes (sshd on 127.0.1.x, a stand-in kubelet running step pods")
 	say("as local processes) and kubespray's own run. Every BPA step runs its real code.")
-	say("starting the embedded control plane and simulated site...")
-	site := sim.New(t, sim.Options{})
-	say("control plane up: apiserver %s, namespace %s", site.Rig.URL, site.Namespace)
+	say("starting the embedded control plane and simulated site (logs in %s)...", rel(root, logDir))
+	start := time.Now()
+	site := sim.New(t, sim.Options{LogDir: logDir})
+	t.site = site
+	say("control plane up in %s: apiserver %s, namespace %s", time.Since(start).Round(time.Second), site.Rig.URL, site.Namespace)
+	if ctx.Err() != nil {
+		return
+	}
 
 	kubeconfig := filepath.Join(root, "bin", "demo.kubeconfig")
 	data, err := os.ReadFile(site.Rig.Kubeconfig)
@@ -94,7 +116,11 @@ func TestDemo(t *testing.T) {
 		say("applied %T %s", o, o.GetName())
 	}
 
-	if err := watch(ctx, site, prov.Name, objs[1].GetName()); err != nil {
+	if err := watch(ctx, site, prov.Name, objs[1].GetName(), objs[2].GetName()); err != nil {
+		if errors.Is(err, context.Canceled) {
+			say("interrupted; stopping everything.")
+			return
+		}
 		t.Fatal(err)
 	}
 	if oneshot {
@@ -106,8 +132,139 @@ func TestDemo(t *testing.T) {
 	say("stopping...")
 }
 
-// watch prints each step as it changes, until both CRs succeed.
-func watch(ctx context.Context, site *sim.Site, provName, swName string) error {
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
+
+// runT is the testing.TB of the demo program. test/rig, test/sim and test/simhost call
+// only the methods defined here; the embedded interface is nil, so any other would panic
+// rather than pass silently. Fatal prints the reason and where the logs are, runs the
+// cleanups (everything stops) and exits 1; Log goes to the demo's own log file.
+type runT struct {
+	testing.TB
+	logDir string
+	log    io.Writer
+	site   *sim.Site
+
+	mu       sync.Mutex
+	cleanups []func()
+	failed   bool
+	tmp      int
+	exiting  bool
+}
+
+func newRunT(logDir string) *runT {
+	t := &runT{logDir: logDir, log: io.Discard}
+	if f, err := os.Create(filepath.Join(logDir, "demo.log")); err == nil {
+		t.log = f
+	}
+	return t
+}
+
+func (t *runT) Helper()         {}
+func (t *runT) Name() string    { return "demo" }
+func (t *runT) Log(args ...any) { fmt.Fprintln(t.log, args...) }
+func (t *runT) Logf(format string, args ...any) {
+	fmt.Fprintf(t.log, format+"\n", args...)
+}
+func (t *runT) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
+func (t *runT) Failed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+func (t *runT) Error(args ...any) { t.Errorf("%s", fmt.Sprint(args...)) }
+func (t *runT) Errorf(format string, args ...any) {
+	t.mu.Lock()
+	t.failed = true
+	t.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...)
+	t.Logf(format, args...)
+}
+func (t *runT) Fatal(args ...any) { t.Fatalf("%s", fmt.Sprint(args...)) }
+func (t *runT) Fatalf(format string, args ...any) {
+	t.Errorf(format, args...)
+	t.FailNow()
+}
+func (t *runT) FailNow() {
+	t.mu.Lock()
+	exiting := t.exiting
+	t.mu.Unlock()
+	if exiting {
+		panic(errCleanupFailed) // a cleanup failed while stopping: finish stops the rest
+	}
+	t.finish(1)
+}
+
+// TempDir is a fresh folder under the system's temp dir (short paths: sshd and unix
+// sockets live there), removed by the cleanups.
+func (t *runT) TempDir() string {
+	dir, err := os.MkdirTemp("", "bpa-demo-")
+	if err != nil {
+		t.Fatalf("TempDir: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+var errCleanupFailed = errors.New("cleanup failed")
+
+// finish reports a failure (log paths, the tail of the log that explains it), runs the
+// cleanups newest first and exits with code.
+func (t *runT) finish(code int) {
+	t.mu.Lock()
+	if t.exiting {
+		t.mu.Unlock()
+		return
+	}
+	t.exiting = true
+	failed := t.failed
+	cleanups := t.cleanups
+	t.mu.Unlock()
+	if failed {
+		code = 1
+		t.report()
+	}
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != errCleanupFailed {
+					fmt.Fprintln(os.Stderr, "demo: while stopping:", r)
+				}
+			}()
+			cleanups[i]()
+		}()
+	}
+	os.Exit(code)
+}
+
+// report names the log files and shows the end of the one that explains the failure: a
+// process that died, else the BPA controller's.
+func (t *runT) report() {
+	files, _ := filepath.Glob(filepath.Join(t.logDir, "*.log"))
+	fmt.Fprintf(os.Stderr, "demo: logs (kept until the next run): %s\n", strings.Join(files, " "))
+	var show []string
+	if t.site != nil {
+		show = t.site.Rig.Exited()
+		if len(show) == 0 {
+			show = []string{filepath.Join(t.logDir, "bpa-controller.log")}
+		}
+	}
+	for _, f := range show {
+		fmt.Fprintf(os.Stderr, "--- last lines of %s ---\n%s\n", f, rig.TailFile(f, 15))
+	}
+}
+
+// watch prints each step as it changes, until the Provisioning, the Software and the
+// Cluster that ties them succeed.
+func watch(ctx context.Context, site *sim.Site, provName, swName, clusterName string) error {
 	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
 	defer cancel()
 	seen := map[string]string{}
@@ -149,7 +306,11 @@ func watch(ctx context.Context, site *sim.Site, provName, swName string) error {
 				return fmt.Errorf("run failed: %s", st.Message)
 			}
 		}
-		if p.Status.Phase == bpav1.PhaseSucceeded && sw.Status.Phase == bpav1.PhaseSucceeded {
+		c := &bpav1.Cluster{}
+		if err := site.Client.Get(ctx, key(clusterName), c); err != nil {
+			return err
+		}
+		if p.Status.Phase == bpav1.PhaseSucceeded && sw.Status.Phase == bpav1.PhaseSucceeded && c.Status.Phase == bpav1.PhaseSucceeded {
 			say("Provisioning %s Succeeded: Workflow %s, kubeconfig in Secret %s (key value)", p.Name, p.Status.Workflow.Name, p.Status.KubeconfigSecretName)
 			for _, h := range p.Status.Hosts {
 				say("    host %-10s %-15s %-17s BareMetalHost %s roles %s", h.Name, h.IP, h.MAC, h.BareMetalHost, strings.Join(h.Roles, ","))
@@ -163,12 +324,7 @@ func watch(ctx context.Context, site *sim.Site, provName, swName string) error {
 				sort.Strings(pkgs)
 				say("    host %-10s %s", h.Name, strings.Join(pkgs, " "))
 			}
-			c := &bpav1.Cluster{}
-			list := &bpav1.ClusterList{}
-			if err := site.Client.List(ctx, list, client.InNamespace(site.Namespace)); err == nil && len(list.Items) > 0 {
-				c = &list.Items[0]
-				say("Cluster %s: %s (provisioning %s, software %s)", c.Name, c.Status.Phase, c.Status.ProvisioningPhase, c.Status.SoftwarePhase)
-			}
+			say("Cluster %s: %s (provisioning %s, software %s)", c.Name, c.Status.Phase, c.Status.ProvisioningPhase, c.Status.SoftwarePhase)
 			return nil
 		}
 		select {
@@ -179,7 +335,7 @@ func watch(ctx context.Context, site *sim.Site, provName, swName string) error {
 	}
 }
 
-func readHosts(t *testing.T, path string) []metal3v1.BareMetalHost {
+func readHosts(t testing.TB, path string) []metal3v1.BareMetalHost {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +365,7 @@ func readHosts(t *testing.T, path string) []metal3v1.BareMetalHost {
 	return out
 }
 
-func readCRs(t *testing.T, paths ...string) []client.Object {
+func readCRs(t testing.TB, paths ...string) []client.Object {
 	var out []client.Object
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
