@@ -10,6 +10,7 @@
 # command to run and fails. apt's output goes to bin/logs/deps.log.
 #
 #   hack/deps.sh [--ui] [--check]    --check: only report what is missing (exit 1 if any)
+#   hack/deps.sh --node              only check Node.js (what the UI build needs)
 #
 # DEPS_SBIN (default /usr/sbin) is where sshd is looked for; tests of this script point it,
 # and PATH, at folders without the tools.
@@ -20,13 +21,14 @@ LOG=${DEPS_LOG:-$ROOT/bin/logs/deps.log}
 SBIN=${DEPS_SBIN:-/usr/sbin}
 NODE_MAJOR=20
 
-ui=false check=false
+ui=false check=false node_only=false
 for a in "$@"; do
 	case $a in
 	--ui) ui=true ;;
 	--check) check=true ;;
+	--node) ui=true node_only=true ;;
 	*)
-		echo "usage: hack/deps.sh [--ui] [--check]" >&2
+		echo "usage: hack/deps.sh [--ui] [--check] | --node" >&2
 		exit 2
 		;;
 	esac
@@ -58,6 +60,7 @@ if $ui && [[ -n $(node_problem) ]]; then
 	echo "      that packages it (Debian 13 trixie: apt-get install nodejs npm), then run make again."
 	problems=1
 fi
+if $node_only; then exit $problems; fi
 
 mapfile -t need < <(missing_packages)
 if ((${#need[@]} == 0)); then

@@ -158,3 +158,17 @@ func TestDepsUI(t *testing.T) {
 	assert.Equal(t, 0, code, out)
 	assert.Equal(t, "deps: openssh-server, ansible-core, chromium present\n", out)
 }
+
+// TestDepsNode: --node checks Node.js alone (what the UI build needs), installing nothing.
+func TestDepsNode(t *testing.T) {
+	m := newMachine(t)
+	m.stub("node", "echo v18.19.0")
+	out, code := m.run("--node")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "deps: Node.js 18.19.0 is too old")
+	m.stub("node", "echo v22.1.0")
+	out, code = m.run("--node")
+	assert.Equal(t, 0, code, out)
+	assert.Empty(t, out)
+	assert.Empty(t, m.aptCalls())
+}
