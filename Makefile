@@ -4,6 +4,11 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
+# Argo's web UI takes one package (argo-ui) from GitHub. Where GitHub is out of reach, point
+# this at that package's source tarball (see hack/build-tools.sh); by default the copy
+# beside the repository in CI is used when present, and GitHub otherwise.
+BPA_ARGO_UI_TARBALL ?= $(abspath $(wildcard ../shared/vendor/argo-ui/argo-ui-54f36c7.tgz))
+export BPA_ARGO_UI_TARBALL
 
 .PHONY: all
 all: build
@@ -29,11 +34,11 @@ verify-generated: ## Fail if the generated CRDs, RBAC or deepcopy are stale
 
 ##@ Test
 .PHONY: deps
-deps: ## Install the Debian packages the demo and the tests need, when missing (apt-get as root, else sudo)
-	@hack/deps.sh
+deps: ## Install the Debian packages the demo and the tests need, when missing (apt-get as root, else sudo); check Node.js
+	@hack/deps.sh --ui
 
 .PHONY: tools
-tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, argo) into bin/, once
+tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, Argo's UI and CLI) into bin/, once
 	@hack/build-tools.sh
 
 .PHONY: test

@@ -1,4 +1,5 @@
-// The demo program: `make demo`, BPA's main job on an embedded control plane, live.
+// The demo program: `make demo`, BPA's main job on an embedded control plane, live, with
+// Argo's web UI served by `argo server`.
 //
 // It runs the test rig (real etcd, kube-apiserver, Argo workflow-controller, sshd) and the
 // simulated site the e2e tests use, which were written against testing.TB; runT below is
@@ -22,11 +23,10 @@ import (
 	"testing"
 	"time"
 
-	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 	"github.com/akraino-edge-stack/bpa/test/sim"
@@ -83,6 +83,12 @@ func run(t *runT, root, logDir string) {
 		return
 	}
 
+	ui, err := site.Rig.StartArgoServer(ctx, 2746)
+	if err != nil {
+		t.Fatalf("starting argo server (Argo's web UI): %v", err)
+	}
+	say("Argo UI (argo server, loopback only, acting as the demo's admin): %s/workflows/%s", ui, site.Namespace)
+
 	kubeconfig := filepath.Join(root, "bin", "demo.kubeconfig")
 	data, err := os.ReadFile(site.Rig.Kubeconfig)
 	if err != nil {
@@ -94,7 +100,10 @@ func run(t *runT, root, logDir string) {
 	t.Cleanup(func() { os.Remove(kubeconfig) })
 	say("kubectl and argo work against the demo: export KUBECONFIG=%s ARGO_NAMESPACE=%s", kubeconfig, site.Namespace)
 
-	hosts := readHosts(t, filepath.Join(root, hostsExample))
+	hosts, err := hostmatch.ReadBareMetalHostsFile(filepath.Join(root, hostsExample))
+	if err != nil {
+		t.Fatal(err)
+	}
 	site.AddHosts(ctx, hosts)
 	say("created %d BareMetalHosts from %s, each a simulated machine with a real sshd", len(hosts), hostsExample)
 
@@ -333,36 +342,6 @@ func watch(ctx context.Context, site *sim.Site, provName, swName, clusterName st
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-}
-
-func readHosts(t testing.TB, path string) []metal3v1.BareMetalHost {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := validation.ReadDocuments(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []metal3v1.BareMetalHost
-	for _, u := range objs {
-		items := []map[string]any{u.Object}
-		if u.IsList() {
-			items = nil
-			l, _ := u.ToList()
-			for _, i := range l.Items {
-				items = append(items, i.Object)
-			}
-		}
-		for _, i := range items {
-			var h metal3v1.BareMetalHost
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(i, &h); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 func readCRs(t testing.TB, paths ...string) []client.Object {
