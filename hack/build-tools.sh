@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the real components the test rig (test/rig) runs: etcd, kube-apiserver,
-# Argo's workflow-controller and argo CLI, plus Argo's CRDs, into bin/.
+# Argo's workflow-controller and argo CLI (with Argo's web UI built from its sources),
+# plus Argo's CRDs, into bin/.
 #
 #   hack/build-tools.sh                 # everything missing or out of date
 #   hack/build-tools.sh etcd argo-crds  # only these (names: etcd kube-apiserver
-#                                       #   workflow-controller argo argo-crds kustomize)
+#                                       #   workflow-controller argo-ui argo argo-crds kustomize
+#                                       #   playwright)
 #
 # Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
 # go.sum committed), so the builds are reproducible and never touch the
@@ -12,15 +14,21 @@
 # the pin (that is, on first use, after a version bump or a STAMP_REV bump).
 # Cold times on 2 cores, module cache filled: etcd 40 s, kube-apiserver 4 min,
 # workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
-# kustomize 20 s (builds config/ in test/integration).
+# kustomize 20 s (builds config/ in test/integration), argo-ui 4 min (yarn install
+# 1 min, webpack 2.3 min and 2.6 GB of memory; needs Node.js >= 20).
 # Builds run one after another: on a 2-core machine parallel links only thrash.
+# Each tool prints one line (what, why, how long); module downloads and compiler output
+# go to bin/logs/build-<tool>.log, shown only when a build fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/hack/tools"
 BIN="$ROOT/bin"
 STAMPS="$BIN/.stamps"
-mkdir -p "$STAMPS"
+LOGS="$BIN/logs"
+mkdir -p "$STAMPS" "$LOGS"
+# shellcheck source=hack/logged.sh
+source "$ROOT/hack/logged.sh"
 # bin/ holds build outputs only; keep it out of git even without a root rule.
 [[ -f $BIN/.gitignore ]] || echo '*' >"$BIN/.gitignore"
 
@@ -49,16 +57,20 @@ up_to_date() { # <tool> <stamp> <outputs...>
 	[[ -f $STAMPS/$tool && $(cat "$STAMPS/$tool") == "$want" ]]
 }
 
-announce() { # <tool> <version> <estimate>
-	local why="pin or recipe changed"
-	[[ -f $STAMPS/$1 ]] || why="first time"
-	echo "building $1 $2 ($why, ~$3)..."
-}
-
-timed() { # runs a build step, then prints how long it took
-	local start=$SECONDS
-	"$@"
-	echo "  done in $((SECONDS - start))s"
+# build <tool> <version> <estimate> <stamp> CMD...: runs CMD (a command or a function of
+# this script) through logged, in one line saying why (missing, a new version, a changed
+# recipe), then records the stamp.
+build() {
+	local tool=$1 v=$2 estimate=$3 stamp=$4 why old
+	shift 4
+	why="missing"
+	if [[ -f $STAMPS/$tool ]]; then
+		old=$(cut -d' ' -f1 "$STAMPS/$tool")
+		why="pin or recipe changed"
+		[[ $old == "$v" ]] || why="new version, was $old"
+	fi
+	logged "$tool $v: building ($why, ~$estimate; log ${LOGS#"$ROOT/"}/build-$tool.log)" "$LOGS/build-$tool.log" "$@"
+	echo "$stamp" >"$STAMPS/$tool"
 }
 
 # build_module_tool <tool> <pinned module> <main package> <estimate>: builds bin/<tool>
@@ -67,10 +79,8 @@ build_module_tool() {
 	local tool=$1 module=$2 pkg=$3 estimate=$4 v s
 	v=$(pin "$tool" "$module")
 	s="$v $(stamp_of "$tool")"
-	if up_to_date "$tool" "$s" "$BIN/$tool"; then echo "$tool $v up to date"; return; fi
-	announce "$tool" "$v" "$estimate"
-	(cd "$TOOLS/$tool" && timed go build "${BUILD_FLAGS[@]}" -o "$BIN/$tool" "$pkg")
-	echo "$s" >"$STAMPS/$tool"
+	if up_to_date "$tool" "$s" "$BIN/$tool"; then echo "$tool $v: up to date"; return; fi
+	build "$tool" "$v" "$estimate" "$s" go -C "$TOOLS/$tool" build "${BUILD_FLAGS[@]}" -o "$BIN/$tool" "$pkg"
 }
 
 build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "40 s"; }
@@ -95,73 +105,143 @@ build_workflow_controller() {
 	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v up to date"; return; fi
-	announce workflow-controller "$v" "3 min"
-	(cd "$TOOLS/argo" && timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/workflow-controller" \
-		github.com/argoproj/argo-workflows/v3/cmd/workflow-controller)
-	echo "$s" >"$STAMPS/workflow-controller"
+	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v: up to date"; return; fi
+	build workflow-controller "$v" "3 min" "$s" go -C "$TOOLS/argo" build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" \
+		-o "$BIN/workflow-controller" github.com/argoproj/argo-workflows/v3/cmd/workflow-controller
 }
 
-# The argo CLI embeds ui/dist/app (its built web UI), which the module zip
-# lacks. Build it from a writable copy of the module with a placeholder page,
-# through a throw-away copy of hack/tools/argo whose go.mod replaces
-# argo-workflows/v3 by that copy; the committed module files stay untouched.
-build_argo_cli() {
-	local v s src work
+# argo_module_copy <dir>: a fresh, writable copy of the argo module at <dir>/argo-workflows.
+argo_module_copy() {
+	local src
+	src=$(argo_dir)
+	[[ -e $1 ]] && chmod -R u+w "$1" && rm -rf "$1"
+	mkdir -p "$1"
+	cp -r "$src" "$1/argo-workflows"
+	chmod -R u+w "$1/argo-workflows"
+}
+
+# Argo's web UI, built from the pinned module's ui/ sources (the module zip has
+# no ui/dist/app) into bin/argo-ui, without source maps. Its yarn.lock takes
+# every package from the npm registry but one, argo-ui, which it names by a
+# GitHub git URL. BPA_ARGO_UI_TARBALL, when set, is that package's source as a
+# tarball (`git archive --prefix=package/` of the pinned commit), for machines
+# that cannot reach GitHub; CI points it at its copy.
+ARGO_UI_GIT="git+https://github.com/argoproj/argo-ui.git#54f36c723d9a0e5d3386689298cbb9c27767fa00"
+ARGO_UI_TARBALL_SHA256=a1ffdf94d29f2477e2e27c6916c728165b7e588b12a464f3a10bc1bf652b17a7
+YARN_VERSION=1.22.22 # yarn classic: the lockfile is a v1 one
+build_argo_ui() {
+	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v up to date"; return; fi
-	announce argo "$v" "1 min after workflow-controller"
-	src=$(argo_dir)
-	work="$BIN/.work/argo"
-	[[ -e $work ]] && chmod -R u+w "$work" && rm -rf "$work"
-	mkdir -p "$work"
-	cp -r "$src" "$work/argo-workflows"
-	chmod -R u+w "$work/argo-workflows"
-	mkdir -p "$work/argo-workflows/ui/dist/app"
-	echo '<!doctype html><title>Argo UI not bundled (BPA test build)</title>' \
-		>"$work/argo-workflows/ui/dist/app/index.html"
+	if up_to_date argo-ui "$s" "$BIN/argo-ui/index.html"; then echo "argo-ui $v: up to date"; return; fi
+	if ! "$ROOT/hack/deps.sh" --node; then
+		echo "argo-ui $v: cannot build Argo's web UI on this machine (see above)" >&2
+		exit 1
+	fi
+	build argo-ui "$v" "4 min" "$s" argo_ui
+}
+
+argo_ui() {
+	local work yarn="$BIN/.yarn/node_modules/.bin/yarn"
+	[[ -x $yarn ]] || npm install --no-audit --no-fund --prefix "$BIN/.yarn" "yarn@$YARN_VERSION"
+	work="$BIN/.work/argo-ui"
+	# The whole module: webpack copies ../api/openapi-spec and ../api/jsonschema.
+	argo_module_copy "$work"
+	cd "$work/argo-workflows/ui"
+	if [[ -n ${BPA_ARGO_UI_TARBALL:-} ]]; then
+		# A relative file: spec; yarn's frozen-lockfile check rejects an absolute one.
+		cp "$BPA_ARGO_UI_TARBALL" ../argo-ui.tgz
+		echo "$ARGO_UI_TARBALL_SHA256  ../argo-ui.tgz" | sha256sum -c -
+		sed -i "s|$ARGO_UI_GIT|file:../argo-ui.tgz|" package.json yarn.lock
+	fi
+	YARN_CACHE_FOLDER="$BIN/.cache/yarn" "$yarn" install --frozen-lockfile --non-interactive --network-timeout 600000
+	"$yarn" build
+	rm -rf "$BIN/argo-ui"
+	cp -r dist/app "$BIN/argo-ui"
+	find "$BIN/argo-ui" -name '*.map' -delete
+	cd "$ROOT"
+	rm -rf "$work"
+}
+
+# playwright-core (no browser of its own: the UI test drives Debian's chromium),
+# from the npm registry, for test/ui.
+PLAYWRIGHT_VERSION=1.65.1
+build_playwright() {
+	local v=$PLAYWRIGHT_VERSION
+	if up_to_date playwright "$v" "$BIN/playwright/node_modules/playwright-core"; then echo "playwright-core $v: up to date"; return; fi
+	"$ROOT/hack/deps.sh" --node
+	build playwright "$v" "20 s" "$v" npm install --no-audit --no-fund --prefix "$BIN/playwright" "playwright-core@$v"
+}
+
+# The argo CLI embeds ui/dist/app, which the module zip lacks: build it from a
+# writable copy of the module holding bin/argo-ui, through a throw-away copy of
+# hack/tools/argo whose go.mod replaces argo-workflows/v3 by that copy; the
+# committed module files stay untouched.
+build_argo_cli() {
+	local v s
+	v=$(pin argo github.com/argoproj/argo-workflows/v3)
+	[[ -f $STAMPS/argo-ui ]] || build_argo_ui
+	s="$v $(stamp_of argo) ui $(cat "$STAMPS/argo-ui")"
+	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v: up to date"; return; fi
+	build argo "$v" "1 min after workflow-controller" "$s" argo_cli "$v"
+}
+
+argo_cli() { # <version>
+	local v=$1 work="$BIN/.work/argo"
+	argo_module_copy "$work"
+	mkdir -p "$work/argo-workflows/ui/dist"
+	cp -r "$BIN/argo-ui" "$work/argo-workflows/ui/dist/app"
+	# `argo server` listens on every interface; the rig and the demo run it with
+	# --auth-mode=server (the rig's admin rights for any caller): loopback only.
+	local server="$work/argo-workflows/server/apiserver/argoserver.go"
+	# (Its gRPC gateway dials "localhost", which may be ::1 first: the same address.)
+	sed -i -e 's|address := fmt.Sprintf(":%d", port)|address := fmt.Sprintf("127.0.0.1:%d", port)|' \
+		-e 's|endpoint := fmt.Sprintf("localhost:%d", port)|endpoint := fmt.Sprintf("127.0.0.1:%d", port)|' "$server"
+	[[ $(grep -c '"127.0.0.1:%d", port)' "$server") == 2 ]]
 	mkdir -p "$work/mod"
 	cp "$TOOLS/argo/go.mod" "$TOOLS/argo/go.sum" "$TOOLS/argo/tools.go" "$work/mod/"
-	(
-		cd "$work/mod"
-		go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
-		GOFLAGS=-mod=mod timed go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
-	)
+	cd "$work/mod"
+	go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
+	GOFLAGS=-mod=mod go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argo" github.com/argoproj/argo-workflows/v3/cmd/argo
+	cd "$ROOT"
 	rm -rf "$BIN/.work"
-	echo "$s" >"$STAMPS/argo"
 }
 
 # Argo's full CRDs (with OpenAPI schemas, the rig's default: the apiserver
 # validates Workflows) and minimal ones (what Argo's own install manifests
 # apply; far cheaper for the apiserver) under minimal/.
 copy_argo_crds() {
-	local v s src
+	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date argo-crds "$s" "$BIN/argo-crds" "$BIN/argo-crds/minimal"; then echo "argo-crds $v up to date"; return; fi
-	echo "copying argo-crds $v..."
+	if up_to_date argo-crds "$s" "$BIN/argo-crds" "$BIN/argo-crds/minimal"; then echo "argo-crds $v: up to date"; return; fi
+	build argo-crds "$v" "10 s" "$s" argo_crds
+}
+
+argo_crds() {
+	local src
 	src=$(argo_dir)
 	rm -rf "$BIN/argo-crds"
 	mkdir -p "$BIN/argo-crds/minimal"
 	cp "$src"/manifests/base/crds/full/argoproj.io_*.yaml "$BIN/argo-crds/"
 	cp "$src"/manifests/base/crds/minimal/argoproj.io_*.yaml "$BIN/argo-crds/minimal/"
 	chmod -R u+w "$BIN/argo-crds"
-	echo "$s" >"$STAMPS/argo-crds"
 }
 
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo kustomize)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo-ui argo kustomize playwright)
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;
 	kube-apiserver) build_kube_apiserver ;;
 	workflow-controller) build_workflow_controller ;;
+	argo-ui) build_argo_ui ;;
+	playwright) build_playwright ;;
 	argo) build_argo_cli ;;
 	argo-crds) copy_argo_crds ;;
 	kustomize) build_kustomize ;;
 	*)
-		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo argo-crds kustomize)" >&2
+		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo-ui argo argo-crds kustomize playwright)" >&2
 		exit 2
 		;;
 	esac

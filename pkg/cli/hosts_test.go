@@ -14,11 +14,13 @@ import (
 
 // Paths of the inputs the offline verbs are tested on.
 const (
-	icnE2E        = "../../../shared/reference/icn/e2e/"
-	icnCRs        = "../../../shared/reference/icn/provisioning/"
 	examples      = "../../examples/"
 	hostsTestdata = "testdata/hosts/"
 	trickyLeases  = "../leases/testdata/tricky.leases"
+	// An isc-dhcp file whose three leases ran 2021-03-02 09:15 to 10:15 UTC.
+	expiredLeases = "../leases/testdata/dhcpd.leases"
+	leaseTime     = "2021-03-02T10:00:00Z"
+	inspectedHost = "../hostmatch/testdata/inspected-host.yaml"
 )
 
 // bpa runs the command tree in-process, as `bpa ARGS...`.
@@ -49,34 +51,39 @@ func hostsJSON(t *testing.T, out string) []bpav1.HostStatus {
 	return hosts
 }
 
+// TestHostsICNE2E: the shape of ICN's e2e run: a master by a MAC whose NIC records no
+// address, its IP in an isc-dhcp file whose leases have long ended.
 func TestHostsICNE2E(t *testing.T) {
-	out, _, err := bpa(t, "hosts", "-f", hostsTestdata+"icn-e2e-provisioning.yaml", "--bmh", "../hostmatch/testdata/icn-bmh-fixed.yaml",
-		"--leases", icnE2E+"dhcpd.leases", "--now", "2019-08-08T23:00:00Z")
+	args := []string{"hosts", "-f", hostsTestdata + "lease-provisioning.yaml", "--bmh", inspectedHost}
+	out, _, err := bpa(t, append(args, "--leases", expiredLeases, "--now", leaseTime)...)
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"name": "master-test", "roles": ["master", "worker"], "mac": "08:00:27:00:ab:c0",
-		"bareMetalHost": "bpa-test-bmh", "ip": "192.168.50.63"}]`, out)
+	assert.JSONEq(t, `[{"name": "edge-m1", "roles": ["master", "worker"], "mac": "52:54:0a:40:00:01",
+		"bareMetalHost": "edge-host-1", "ip": "10.20.0.31"}]`, out)
 
 	// After the leases ended there is no address.
-	_, _, err = bpa(t, "hosts", "-f", hostsTestdata+"icn-e2e-provisioning.yaml", "--bmh", "../hostmatch/testdata/icn-bmh-fixed.yaml",
-		"--leases", icnE2E+"dhcpd.leases")
-	requireExit1(t, err, "no current lease for 1 MAC(s): 08:00:27:00:ab:c0 (node master-test, BareMetalHost bpa-test-bmh) in "+icnE2E+"dhcpd.leases at ")
+	_, _, err = bpa(t, append(args, "--leases", expiredLeases)...)
+	requireExit1(t, err, "no current lease for 1 MAC(s): 52:54:0a:40:00:01 (node edge-m1, BareMetalHost edge-host-1) in "+expiredLeases+" at ")
 
-	// The ICN host's own NICs record no address for that MAC (only eth5 has one).
-	_, _, err = bpa(t, "hosts", "-f", hostsTestdata+"icn-e2e-provisioning.yaml", "--bmh", "../hostmatch/testdata/icn-bmh-fixed.yaml")
-	requireExit1(t, err, "no current lease for 1 MAC(s): 08:00:27:00:ab:c0 (node master-test, BareMetalHost bpa-test-bmh) in the BareMetalHosts' NICs")
+	// The host's own NICs record no address for that MAC (only eth0 has one).
+	_, _, err = bpa(t, args...)
+	requireExit1(t, err, "no current lease for 1 MAC(s): 52:54:0a:40:00:01 (node edge-m1, BareMetalHost edge-host-1) in the BareMetalHosts' NICs")
 }
 
+// TestHostsMalformedICNHost: a BareMetalHost dump with its status under spec (as ICN's e2e
+// host file has it) is refused, naming the misplaced fields.
 func TestHostsMalformedICNHost(t *testing.T) {
-	_, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-mac.yaml", "--bmh", icnE2E+"bmh-bpa-test.yaml")
-	requireExit1(t, err, `bmh-bpa-test.yaml: BareMetalHost bpa-test-bmh: unknown field "spec.status", `)
+	_, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-mac.yaml", "--bmh", "../hostmatch/testdata/status-under-spec.yaml")
+	requireExit1(t, err, `status-under-spec.yaml: BareMetalHost edge-host-2: unknown field "spec.status", `)
 	assert.Contains(t, err.Error(), `unknown field "spec.userData.spec"`)
 }
 
+// TestHostsICNSampleWithMissingLeases: four nodes, leases for two of them (as for ICN's
+// four-node sample): the error names both missing MACs, their nodes and hosts.
 func TestHostsICNSampleWithMissingLeases(t *testing.T) {
-	_, _, err := bpa(t, "hosts", "-f", icnCRs+"bpa_v1alpha1_provisioning_cr_sample_multiple_2.yaml", "--bmh", hostsTestdata+"icn-hosts.yaml",
-		"--leases", icnE2E+"dhcpd.leases", "--now", "2019-08-08T23:00:00Z")
-	requireExit1(t, err, "no current lease for 2 MAC(s): 00:c5:12:06:61:b2 (node master-2, BareMetalHost icn-2), "+
-		"00:c6:14:04:61:b2 (node master-1, BareMetalHost icn-1) in "+icnE2E+"dhcpd.leases at 2019-08-08T23:00:00Z")
+	_, _, err := bpa(t, "hosts", "-f", hostsTestdata+"four-nodes-provisioning.yaml", "--bmh", hostsTestdata+"four-hosts.yaml",
+		"--leases", expiredLeases, "--now", leaseTime)
+	requireExit1(t, err, "no current lease for 2 MAC(s): 52:54:0a:40:00:04 (node master-1, BareMetalHost edge-1), "+
+		"52:54:0a:40:00:05 (node master-2, BareMetalHost edge-2) in "+expiredLeases+" at "+leaseTime)
 }
 
 func TestHostsTrickyLeases(t *testing.T) {

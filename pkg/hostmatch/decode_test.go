@@ -9,35 +9,45 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
-// TestMalformedICNHost: the ICN e2e host has its status indented under spec. It must be a
-// clear error naming the file, the host and the misplaced fields, never a panic and never
-// a host silently without hardware.
+// TestMalformedICNHost: a host dump with its status indented under spec (the shape of ICN's
+// e2e host file). It must be a clear error naming the file, the host and the misplaced
+// fields, never a panic and never a host silently without hardware.
 func TestMalformedICNHost(t *testing.T) {
-	_, err := ReadBareMetalHostsFile("testdata/bmh-bpa-test.yaml")
+	_, err := ReadBareMetalHostsFile("testdata/status-under-spec.yaml")
 	require.Error(t, err)
 	msg := err.Error()
-	assert.True(t, strings.HasPrefix(msg, "testdata/bmh-bpa-test.yaml: BareMetalHost bpa-test-bmh: "), msg)
+	assert.True(t, strings.HasPrefix(msg, "testdata/status-under-spec.yaml: BareMetalHost edge-host-2: "), msg)
 	assert.Contains(t, msg, `unknown field "spec.userData.spec"`)
 	assert.Contains(t, msg, `unknown field "spec.status"`)
 	assert.Contains(t, msg, "status belongs at the top level")
 }
 
-func TestFixedICNHost(t *testing.T) {
-	hosts, err := ReadBareMetalHostsFile("testdata/icn-bmh-fixed.yaml")
+// TestReferenceMalformedICNHost: ICN's own file gives the same error.
+func TestReferenceMalformedICNHost(t *testing.T) {
+	_, err := ReadBareMetalHostsFile(reference.Path(t, "icn", "e2e", "bmh-bpa-test.yaml"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `BareMetalHost bpa-test-bmh: unknown field "spec.status"`)
+	assert.Contains(t, err.Error(), `unknown field "spec.userData.spec"`)
+	assert.Contains(t, err.Error(), "status belongs at the top level")
+}
+
+func TestInspectedHost(t *testing.T) {
+	hosts, err := ReadBareMetalHostsFile("testdata/inspected-host.yaml")
 	require.NoError(t, err)
 	require.Len(t, hosts, 1)
 	h := hosts[0]
-	assert.Equal(t, "bpa-test-bmh", h.Name)
-	assert.Equal(t, 72, h.Status.HardwareDetails.CPU.Count)
-	assert.Equal(t, 262144, h.Status.HardwareDetails.RAMMebibytes)
-	assert.Len(t, h.Status.HardwareDetails.NIC, 10)
+	assert.Equal(t, "edge-host-1", h.Name)
+	assert.Equal(t, 48, h.Status.HardwareDetails.CPU.Count)
+	assert.Equal(t, 196608, h.Status.HardwareDetails.RAMMebibytes)
+	assert.Len(t, h.Status.HardwareDetails.NIC, 4)
 
-	// The master of the ICN e2e run is on it by the MAC its lease names.
-	got, err := Match(spec(t, "masters: [{master-test: {mac-address: 08:00:27:00:AB:C0, cpu: 64, memory: 200Gi}}]"), Claimant{Cluster: "c"}, hosts)
+	// A master is on it by the MAC of a NIC other than the boot one.
+	got, err := Match(spec(t, "masters: [{edge-m1: {mac-address: 52:54:0A:40:00:01, cpu: 32, memory: 128Gi}}]"), Claimant{Cluster: "c"}, hosts)
 	require.NoError(t, err)
-	assert.Equal(t, "master-test=bpa-test-bmh", assignment(got))
+	assert.Equal(t, "edge-m1=edge-host-1", assignment(got))
 }
 
 const host1 = `apiVersion: metal3.io/v1alpha1

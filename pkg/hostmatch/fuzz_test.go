@@ -13,12 +13,12 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
 
-// FuzzMatchSpec decodes arbitrary Provisioning YAML (seeded with the specification's and
-// ICN's samples) and matches it against the example hosts: Match never panics, and any
+// FuzzMatchSpec decodes arbitrary Provisioning YAML (seeded with the examples and the
+// project's own ICN-shaped samples) and matches it against the example hosts: Match never panics, and any
 // assignment it returns gives every node exactly one distinct host that meets its needs.
 func FuzzMatchSpec(f *testing.F) {
 	var seeds []string
-	for _, glob := range []string{"../../../shared/reference/seeds/provisioning-*.yaml", "../../../shared/reference/icn/provisioning/*.yaml", "../../examples/provisioning-*.yaml"} {
+	for _, glob := range []string{"../validation/testdata/good/*.yaml", "../../examples/provisioning-*.yaml"} {
 		m, err := filepath.Glob(glob)
 		require.NoError(f, err)
 		seeds = append(seeds, m...)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
 func at(s string) time.Time {
@@ -37,31 +38,36 @@ func parseFile(t *testing.T, name string, f Format, now time.Time) map[string]Le
 	return m
 }
 
-// TestICNReferenceCopy keeps testdata/dhcpd.leases identical to the ICN e2e file it was
-// copied from, when the shared reference data is around.
-func TestICNReferenceCopy(t *testing.T) {
-	ref, err := os.ReadFile("../../../shared/reference/icn/e2e/dhcpd.leases")
-	if os.IsNotExist(err) {
-		t.Skip("../shared/reference not present")
-	}
-	require.NoError(t, err)
-	got, err := os.ReadFile("testdata/dhcpd.leases")
-	require.NoError(t, err)
-	assert.Equal(t, string(ref), string(got))
+// TestISCOnICNData: an isc-dhcp file of the shape ICN's e2e run left (header, byte-order
+// entry, one block per lease, all ended long ago).
+func TestISCOnICNData(t *testing.T) {
+	ends := ptime("2021-03-02T10:15:00Z")
+	// While the leases ran, all three are current.
+	got := parseFile(t, "dhcpd.leases", FormatISC, at("2021-03-02T10:00:00Z"))
+	assert.Equal(t, map[string]Lease{
+		"52:54:0a:40:00:01": {MAC: "52:54:0a:40:00:01", IP: "10.20.0.31", Hostname: "edge-m1", Expires: ends},
+		"52:54:0a:40:00:02": {MAC: "52:54:0a:40:00:02", IP: "10.20.0.32", Hostname: "edge-w1", Expires: ends},
+		"52:54:0a:40:00:03": {MAC: "52:54:0a:40:00:03", IP: "10.20.0.33", Hostname: "edge-w2", Expires: ends},
+	}, got)
+	// A lease that ends at now has ended.
+	assert.Empty(t, parseFile(t, "dhcpd.leases", FormatISC, *ends))
+	assert.Empty(t, parseFile(t, "dhcpd.leases", FormatISC, time.Now()))
 }
 
-func TestISCOnICNData(t *testing.T) {
+// TestReferenceICNLeases: ICN's own file.
+func TestReferenceICNLeases(t *testing.T) {
+	path := reference.Path(t, "icn", "e2e", "dhcpd.leases")
 	ends := ptime("2019-08-08T23:52:49Z")
-	// While the leases ran, all three are current.
-	got := parseFile(t, "dhcpd.leases", FormatISC, at("2019-08-08T23:00:00Z"))
+	got, err := ParseFile(path, FormatISC, at("2019-08-08T23:00:00Z"))
+	require.NoError(t, err)
 	assert.Equal(t, map[string]Lease{
 		"08:00:27:00:ab:c0": {MAC: "08:00:27:00:ab:c0", IP: "192.168.50.63", Hostname: "master-test", Expires: ends},
 		"00:c4:13:04:62:b5": {MAC: "00:c4:13:04:62:b5", IP: "192.168.50.64", Hostname: "bpa-test-2", Expires: ends},
 		"00:c3:11:02:61:b5": {MAC: "00:c3:11:02:61:b5", IP: "192.168.50.65", Hostname: "bpa-test-3", Expires: ends},
 	}, got)
-	// A lease that ends at now has ended.
-	assert.Empty(t, parseFile(t, "dhcpd.leases", FormatISC, *ends))
-	assert.Empty(t, parseFile(t, "dhcpd.leases", FormatISC, time.Now()))
+	got, err = ParseFile(path, FormatISC, *ends)
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
 
 func TestISCTrickyCases(t *testing.T) {

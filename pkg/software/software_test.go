@@ -12,6 +12,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
 func item(name, version string) bpav1.SoftwareItem {
@@ -253,10 +254,22 @@ func TestPlanHostRefusesInjectionBeforeBuildingAnything(t *testing.T) {
 	}
 }
 
+// TestNodesFromICNSample: a Software of the shape of ICN's sample, where jq is pinned for
+// masters and unpinned for workers.
 func TestNodesFromICNSample(t *testing.T) {
-	data, err := os.ReadFile("../../../shared/reference/icn/software/bpa_v1alpha1_software_cr.yaml")
+	checkNodesFromSample(t, "../validation/testdata/good/rack-tools.yaml", "1.6-2.1")
+}
+
+// TestReferenceNodesFromICNSample: ICN's own sample.
+func TestReferenceNodesFromICNSample(t *testing.T) {
+	checkNodesFromSample(t, reference.Path(t, "icn", "software", "bpa_v1alpha1_software_cr.yaml"), "1.5+dfsg-1ubuntu0.1")
+}
+
+func checkNodesFromSample(t *testing.T, path, jqPin string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Skipf("ICN reference data not beside the repository: %v", err)
+		t.Fatal(err)
 	}
 	var sw bpav1.Software
 	if err := yaml.Unmarshal(data, &sw); err != nil {
@@ -275,8 +288,8 @@ func TestNodesFromICNSample(t *testing.T) {
 	// master-1 has both roles: jq pinned by masterSoftware and unpinned by workerSoftware
 	// merge into the pin, which satisfies both.
 	want := `[` +
-		`{"name":"master-1","ip":"10.0.0.1","roles":["master","worker"],"packages":["curl","expect","htop",{"jq":{"version":"1.5+dfsg-1ubuntu0.1"}},"maven","python","tmux"]},` +
-		`{"name":"master-2","ip":"10.0.0.2","roles":["master"],"packages":["expect","htop",{"jq":{"version":"1.5+dfsg-1ubuntu0.1"}},"maven"]},` +
+		`{"name":"master-1","ip":"10.0.0.1","roles":["master","worker"],"packages":["curl","expect","htop",{"jq":{"version":"` + jqPin + `"}},"maven","python","tmux"]},` +
+		`{"name":"master-2","ip":"10.0.0.2","roles":["master"],"packages":["expect","htop",{"jq":{"version":"` + jqPin + `"}},"maven"]},` +
 		`{"name":"worker-1","ip":"10.0.0.3","roles":["worker"],"packages":["curl","jq","python","tmux"]}]`
 	if string(got) != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -18,14 +18,14 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 func samples(t *testing.T) []string {
 	var paths []string
-	for _, glob := range []string{"../../examples/*.yaml", "../../../shared/reference/seeds/*.yaml",
-		"../../../shared/reference/icn/provisioning/*.yaml", "../../../shared/reference/icn/software/*.yaml"} {
+	for _, glob := range []string{"../../examples/*.yaml", "../validation/testdata/good/*.yaml"} {
 		m, err := filepath.Glob(glob)
 		require.NoError(t, err)
 		paths = append(paths, m...)
@@ -36,8 +36,13 @@ func samples(t *testing.T) []string {
 
 // TestEverySampleTranslatesToAValidWorkflow: every sample renders, Argo's validator accepts
 // the Workflow, and the Workflow has the properties every BPA run relies on.
-func TestEverySampleTranslatesToAValidWorkflow(t *testing.T) {
-	for _, p := range samples(t) {
+func TestEverySampleTranslatesToAValidWorkflow(t *testing.T) { checkTranslates(t, samples(t)) }
+
+// TestReferenceSamplesTranslate: ICN's own samples too.
+func TestReferenceSamplesTranslate(t *testing.T) { checkTranslates(t, reference.Samples(t)) }
+
+func checkTranslates(t *testing.T, paths []string) {
+	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		require.NoError(t, err)
 		docs, problems := validation.ValidateFile(context.Background(), p, data)

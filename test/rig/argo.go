@@ -167,3 +167,30 @@ func (r *Rig) Argo(ctx context.Context, args ...string) (string, error) {
 	}
 	return stdout.String(), nil
 }
+
+// StartArgoServer runs `argo server` (Argo's API and web UI) in server auth mode without
+// TLS, on 127.0.0.1:port (0: a free port), for r.Namespace, and returns its base URL.
+// Server auth mode hands the rig's admin identity to anyone who connects, which is why
+// hack/build-tools.sh builds this argo to listen on loopback only (upstream listens on
+// every interface). It serves the UI of bin/argo-ui when that was built.
+func (r *Rig) StartArgoServer(ctx context.Context, port int) (string, error) {
+	var url string
+	err := retryPorts(func() error {
+		p := port
+		if p == 0 {
+			p = freePort()
+		}
+		url = fmt.Sprintf("http://127.0.0.1:%d", p)
+		proc, err := r.spawn("argo-server", []string{"KUBECONFIG=" + r.Kubeconfig}, "argo", "server",
+			"--auth-mode=server", "--secure=false", fmt.Sprintf("--port=%d", p),
+			// Its configuration is the controller's ConfigMap, in the controller's namespace.
+			"--namespace="+ArgoNamespace, "--namespaced", "--managed-namespace="+r.Namespace)
+		if err != nil {
+			return err
+		}
+		return waitFor(ctx, proc, 60*time.Second, func(ctx context.Context) error {
+			return httpGetOK(ctx, nil, url+"/api/v1/version", "")
+		})
+	})
+	return url, err
+}

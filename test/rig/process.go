@@ -29,10 +29,10 @@ type process struct {
 	err     error         // exit status, valid after done
 }
 
-// spawn starts bin with args, logging to <dir>/logs/<name>.log (and to extra,
+// spawn starts bin with args, logging to <logDir>/<name>.log (and to extra,
 // line by line with a "[name] " prefix, when it is non-nil).
-func spawn(dir, name string, extra io.Writer, env []string, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(dir, "logs", name+".log")
+func spawn(logDir, name string, extra io.Writer, env []string, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (p *process) stop() {
 
 // tail returns the last n lines of the process log.
 func (p *process) tail(n int) string {
-	return tailFile(p.logPath, n)
+	return TailFile(p.logPath, n)
 }
 
 // failure wraps err with the exit status and the last log lines, so a failed
@@ -110,7 +110,8 @@ func (p *process) failure(err error) error {
 	return fmt.Errorf("%s (%s): %w\n--- last lines of %s ---\n%s", p.name, status, err, p.logPath, p.tail(30))
 }
 
-func tailFile(path string, n int) string {
+// TailFile returns the last n lines of a log file, or why it cannot.
+func TailFile(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)

@@ -61,6 +61,10 @@ type Options struct {
 	MinimalArgoCRDs bool
 	// KeepDir keeps Dir (data, certs, logs) after Stop, for debugging.
 	KeepDir bool
+	// LogDir is where each process logs, to <name>.log. Default <Dir>/logs. Stop leaves
+	// a LogDir of the caller's in place, so `make demo` can point at the logs of a failed
+	// run after it has stopped everything.
+	LogDir string
 }
 
 // Tools are the files hack/build-tools.sh puts in the bin dir.
@@ -87,6 +91,8 @@ type Rig struct {
 	Namespace string
 	// BinDir is Options.BinDir, defaulted.
 	BinDir string
+	// LogDir is Options.LogDir, defaulted.
+	LogDir string
 
 	opts    Options
 	ca      *certAuthority
@@ -121,7 +127,10 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rig{Dir: dir, Namespace: opts.Namespace, BinDir: opts.BinDir, opts: opts}
+	r := &Rig{Dir: dir, Namespace: opts.Namespace, BinDir: opts.BinDir, LogDir: opts.LogDir, opts: opts}
+	if r.LogDir == "" {
+		r.LogDir = filepath.Join(dir, "logs")
+	}
 	defer func() {
 		if err != nil {
 			_ = r.Stop()
@@ -272,6 +281,20 @@ func (r *Rig) PIDs() []int {
 	return pids
 }
 
+// Exited returns the log paths of the processes that have exited before Stop: on a
+// failure, the logs worth reading first.
+func (r *Rig) Exited() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, p := range r.procs {
+		if p.exited() {
+			out = append(out, p.logPath)
+		}
+	}
+	return out
+}
+
 // LogTails returns the last n lines of each process log, for failure reports.
 func (r *Rig) LogTails(n int) string {
 	r.mu.Lock()
@@ -289,7 +312,7 @@ func (r *Rig) spawn(name string, env []string, bin string, args ...string) (*pro
 	if r.stopped {
 		return nil, errors.New("rig stopped")
 	}
-	p, err := spawn(r.Dir, name, r.opts.Log, env, filepath.Join(r.BinDir, bin), args...)
+	p, err := spawn(r.LogDir, name, r.opts.Log, env, filepath.Join(r.BinDir, bin), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,8 @@ type Options struct {
 	// Log receives the rig's process output and the stand-in kubelet's lines (default: none;
 	// everything also goes to files under the rig's directory).
 	Log io.Writer
+	// LogDir is where the control plane and the BPA controller log (rig.Options.LogDir).
+	LogDir string
 }
 
 // Site is a running simulated site.
@@ -88,7 +90,7 @@ func New(t testing.TB, opts Options) *Site {
 	defer cancel()
 	s := &Site{T: t, hosts: map[string]*simhost.Host{}, dir: t.TempDir()}
 	s.BPA = buildBPA(t)
-	s.Rig = rig.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log})
+	s.Rig = rig.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log, LogDir: opts.LogDir})
 	s.Namespace = s.Rig.Namespace
 	cfg := s.Rig.RESTConfig
 
@@ -246,7 +248,7 @@ func hasPath(env []string) bool {
 func (s *Site) StartController() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	logFile, err := os.OpenFile(filepath.Join(s.Rig.Dir, "logs", "bpa-controller.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := os.OpenFile(filepath.Join(s.Rig.LogDir, "bpa-controller.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	must(s.T, err, "controller log")
 	cmd := exec.Command(s.BPA, "controller", "--namespaces="+s.Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
@@ -282,7 +284,7 @@ func (s *Site) StopController(kill bool) {
 
 // ControllerLog is the controller's output so far.
 func (s *Site) ControllerLog() string {
-	b, _ := os.ReadFile(filepath.Join(s.Rig.Dir, "logs", "bpa-controller.log"))
+	b, _ := os.ReadFile(filepath.Join(s.Rig.LogDir, "bpa-controller.log"))
 	return string(b)
 }
 

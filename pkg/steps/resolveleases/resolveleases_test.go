@@ -91,16 +91,16 @@ func TestMissingLeasesFailForARetry(t *testing.T) {
 		"00:c6:14:04:61:b2 (node master, BareMetalHost node-01) on the BareMetalHosts' NICs (status.hardware.nics[].ip); "+
 		"retrying, DHCP may not have answered yet")
 
-	// ICN's leases ended in 2019: at the default --now none of them is current.
+	// That file's leases ended in 2021: at the default --now none of them is current.
 	c, o = setup(t, nil)
 	o.LeasesFile, o.Format = "../../leases/testdata/dhcpd.leases", "isc"
 	_, err = Run(context.Background(), c, o)
 	require.ErrorAs(t, err, &missing)
 	assert.Len(t, missing.MACs(), 3)
-	o.Now = time.Date(2019, 8, 8, 23, 0, 0, 0, time.UTC)
+	o.Now = time.Date(2021, 3, 2, 10, 0, 0, 0, time.UTC)
 	_, err = Run(context.Background(), c, o)
 	require.ErrorAs(t, err, &missing)
-	assert.Len(t, missing.MACs(), 3, "and the example hosts are not in ICN's file")
+	assert.Len(t, missing.MACs(), 3, "and the example hosts are not in that file")
 }
 
 func TestOptionErrors(t *testing.T) {

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Installs the Debian packages `make demo` and `make test` need, when they are missing:
+#   openssh-server  each simulated host is a real sshd (/usr/sbin/sshd)
+#   ansible-core    ansible-playbook and ansible-inventory, run for real by the steps
+# With --ui also what the Argo web UI needs:
+#   chromium        the browser test drives Debian's chromium
+#   Node.js >= 20   builds the UI; not installable here (Debian bookworm has 18), so it is
+#                   only checked, with what to do when it is missing
+# As root it runs apt-get; otherwise sudo, when sudo works; otherwise it prints the one
+# command to run and fails. apt's output goes to bin/logs/deps.log.
+#
+#   hack/deps.sh [--ui] [--check]    --check: only report what is missing (exit 1 if any)
+#   hack/deps.sh --node              only check Node.js (what the UI build needs)
+#
+# DEPS_SBIN (default /usr/sbin) is where sshd is looked for; tests of this script point it,
+# and PATH, at folders without the tools.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOG=${DEPS_LOG:-$ROOT/bin/logs/deps.log}
+SBIN=${DEPS_SBIN:-/usr/sbin}
+NODE_MAJOR=20
+
+ui=false check=false node_only=false
+for a in "$@"; do
+	case $a in
+	--ui) ui=true ;;
+	--check) check=true ;;
+	--node) ui=true node_only=true ;;
+	*)
+		echo "usage: hack/deps.sh [--ui] [--check] | --node" >&2
+		exit 2
+		;;
+	esac
+done
+
+# missing_packages prints the Debian packages whose programs are not there.
+missing_packages() {
+	[[ -x $SBIN/sshd ]] || echo openssh-server
+	{ command -v ansible-playbook && command -v ansible-inventory; } >/dev/null || echo ansible-core
+	if $ui; then command -v chromium >/dev/null || echo chromium; fi
+}
+
+# node_problem prints why the node on PATH cannot build the UI, or nothing.
+node_problem() {
+	local v
+	if ! v=$(node --version 2>/dev/null); then
+		echo "Node.js is not installed"
+		return
+	fi
+	v=${v#v}
+	if ((${v%%.*} < NODE_MAJOR)); then echo "Node.js $v is too old"; fi
+}
+
+problems=0
+if $ui && [[ -n $(node_problem) ]]; then
+	echo "deps: $(node_problem): the Argo UI build needs Node.js >= $NODE_MAJOR (and its npm)."
+	echo "      Debian bookworm's nodejs package is 18. Install Node.js $NODE_MAJOR or newer from"
+	echo "      nodejs.org (a Linux binary tarball; put its bin/ first in PATH), or use a distribution"
+	echo "      that packages it (Debian 13 trixie: apt-get install nodejs npm), then run make again."
+	problems=1
+fi
+if $node_only; then exit $problems; fi
+
+mapfile -t need < <(missing_packages)
+if ((${#need[@]} == 0)); then
+	echo "deps: openssh-server, ansible-core$($ui && echo ", chromium") present"
+	exit $problems
+fi
+install="apt-get update && apt-get install -y --no-install-recommends ${need[*]}"
+if $check; then
+	echo "deps: missing ${need[*]} (install: $install)"
+	exit 1
+fi
+
+if [[ $(id -u) == 0 ]]; then
+	as=()
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+	as=(sudo -n)
+elif command -v sudo >/dev/null && [[ -t 0 ]]; then
+	echo "deps: installing ${need[*]} needs root; sudo will ask for your password"
+	as=(sudo)
+else
+	echo "deps: missing Debian packages ${need[*]}. As root, run:"
+	echo "      $install"
+	echo "      then run make again."
+	exit 1
+fi
+
+mkdir -p "$(dirname "$LOG")"
+start=$SECONDS
+printf 'deps: installing %s with apt-get (log: %s)... ' "${need[*]}" "$LOG"
+if ! {
+	"${as[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update &&
+		"${as[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+} >"$LOG" 2>&1; then
+	echo "FAILED; last lines of $LOG:"
+	tail -n 20 "$LOG" | sed 's/^/    /'
+	exit 1
+fi
+echo "done in $((SECONDS - start))s"
+mapfile -t still < <(missing_packages)
+if ((${#still[@]})); then
+	echo "deps: apt-get installed ${need[*]}, yet the programs of ${still[*]} are still missing (see $LOG)"
+	exit 1
+fi
+exit $problems

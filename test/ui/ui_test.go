@@ -1,0 +1,175 @@
+// Package ui shows BPA's Workflows in the UI people use: Argo's own web UI (built from the
+// pinned Argo sources into bin/argo-ui and embedded in bin/argo), served by `argo server`
+// on the simulated site, driven in Debian's chromium with playwright-core (ui.cjs).
+// Screenshots go to bin/ui-screenshots.
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/sim"
+)
+
+func TestMain(m *testing.M) {
+	sim.MaybeRunKubespray()
+	os.Exit(m.Run())
+}
+
+// requireUI fails (never skips) when what the test needs was not built: on such a machine
+// the UI is untested, which is a failure with a reason.
+func requireUI(t *testing.T, root string) (playwright string) {
+	for _, need := range []struct{ path, why string }{
+		{"bin/argo-ui/index.html", "Argo's web UI was not built"},
+		{"bin/playwright/node_modules/playwright-core", "playwright-core is not installed"},
+	} {
+		if _, err := os.Stat(filepath.Join(root, need.path)); err != nil {
+			t.Fatalf("%s (%s missing): run hack/build-tools.sh argo-ui argo playwright, which needs Node.js >= 20 "+
+				"(hack/deps.sh --ui says what is missing)", need.why, need.path)
+		}
+	}
+	if _, err := exec.LookPath("chromium"); err != nil {
+		t.Fatalf("no chromium on PATH: run hack/deps.sh --ui")
+	}
+	return filepath.Join(root, "bin/playwright/node_modules")
+}
+
+func TestArgoUI(t *testing.T) {
+	root, err := rig.RepoRoot()
+	require.NoError(t, err)
+	modules := requireUI(t, root)
+	shots := filepath.Join(root, "bin", "ui-screenshots")
+	require.NoError(t, os.MkdirAll(shots, 0o755))
+
+	site := sim.New(t, sim.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ui, err := site.Rig.StartArgoServer(ctx, 0)
+	require.NoError(t, err)
+	assertLoopbackOnly(t, ui)
+	workflows := ui + "/workflows/" + site.Namespace
+
+	browse := func(mode, url, shot string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "node", "ui.cjs", mode, url, filepath.Join(shots, shot))
+		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+		out, err := cmd.Output()
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		require.NoError(t, err, "ui.cjs %s %s: %s", mode, url, stderr)
+		return string(out)
+	}
+
+	hosts, err := hostmatch.ReadBareMetalHostsFile(filepath.Join(root, "examples/bmh/provisioning-mac-and-resources.yaml"))
+	require.NoError(t, err)
+	site.AddHosts(ctx, hosts)
+	path := filepath.Join(root, "examples/provisioning-mac-and-resources.yaml")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	docs, problems := validation.ValidateFile(ctx, path, data)
+	require.Empty(t, problems)
+	p := docs[0].Object.(*bpav1.Provisioning)
+	p.Namespace = site.Namespace
+	p.Spec.SSH = &bpav1.SSHConfig{Port: int32(site.SSH.Port)}
+	site.CreateSSHSecret(ctx, p.Labels["cluster"])
+	require.NoError(t, site.Client.Create(ctx, p))
+	done := waitPhase(t, site, p.Name, bpav1.PhaseSucceeded, "")
+
+	// The succeeded run: the DAG's six steps, each shown Succeeded.
+	var graph struct {
+		Nodes []struct {
+			Label   string
+			Classes []string
+		}
+	}
+	out := browse("inspect", workflows+"/"+done.Status.Workflow.Name, "provisioning-succeeded.png")
+	require.NoError(t, json.Unmarshal([]byte(out), &graph), out)
+	phases := map[string]string{}
+	for _, n := range graph.Nodes {
+		phases[n.Label] = strings.Join(n.Classes, " ")
+	}
+	for _, step := range translator.ProvisioningSteps {
+		assert.Equal(t, "Succeeded", phases[step], "step %s in the UI (nodes: %v)", step, phases)
+	}
+	assert.Equal(t, "Succeeded", phases[done.Status.Workflow.Name], "the DAG itself")
+
+	// A failed run (kubespray fails), retried from the UI: the CR goes back to Running
+	// on the same Workflow, then succeeds.
+	require.NoError(t, os.WriteFile(site.FailFile, nil, 0o644))
+	require.NoError(t, site.Client.Get(ctx, client.ObjectKeyFromObject(p), p))
+	p.Annotations = map[string]string{bpav1.RerunAnnotation: "ui"}
+	require.NoError(t, site.Client.Update(ctx, p))
+	failed := waitPhase(t, site, p.Name, bpav1.PhaseFailed, done.Status.Workflow.Name)
+	require.NoError(t, os.Remove(site.FailFile))
+	out = browse("inspect", workflows+"/"+failed.Status.Workflow.Name, "provisioning-failed.png")
+	require.NoError(t, json.Unmarshal([]byte(out), &graph), out)
+	failedPhases := map[string]string{}
+	for _, n := range graph.Nodes {
+		failedPhases[n.Label] = strings.Join(n.Classes, " ")
+	}
+	assert.Equal(t, "Failed", failedPhases["run-kubespray"], "nodes: %v", failedPhases)
+
+	browse("retry", workflows+"/"+failed.Status.Workflow.Name, "provisioning-retried.png")
+	running := waitPhase(t, site, p.Name, bpav1.PhaseRunning, "")
+	assert.Equal(t, failed.Status.Workflow.Name, running.Status.Workflow.Name, "retried in place")
+	again := waitPhase(t, site, p.Name, bpav1.PhaseSucceeded, "")
+	assert.Equal(t, failed.Status.Workflow.Name, again.Status.Workflow.Name)
+	browse("inspect", workflows+"/"+again.Status.Workflow.Name, "provisioning-after-retry.png")
+}
+
+// assertLoopbackOnly: argo server in server auth mode acts as the rig's admin for any
+// caller, so it must not answer on the machine's other addresses.
+func assertLoopbackOnly(t *testing.T, url string) {
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		ip, ok := a.(*net.IPNet)
+		if !ok || ip.IP.IsLoopback() || ip.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(ip.IP.String(), u.Port()), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		assert.Error(t, err, "argo server answers on %s", ip.IP)
+	}
+}
+
+// waitPhase waits until the Provisioning has phase (on a Workflow other than notWorkflow,
+// when given), polling often enough to see a short Running.
+func waitPhase(t *testing.T, site *sim.Site, name string, phase bpav1.RunPhase, notWorkflow string) *bpav1.Provisioning {
+	t.Helper()
+	p := &bpav1.Provisioning{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := site.Client.Get(context.Background(), client.ObjectKey{Namespace: site.Namespace, Name: name}, p)
+		if err == nil && p.Status.Phase == phase && p.Status.Workflow != nil && p.Status.Workflow.Name != notWorkflow {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %s (now %s: %s; error %v)", name, phase, p.Status.Phase, p.Status.Message, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
