@@ -43,7 +43,7 @@ func Command() *cobra.Command {
 			o.CR.AddFlags(cmd)
 			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "hosts with their IPs, from resolve-leases (JSON)")
 			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", "/tmp/bpa/out/hosts.ini", "file to write the inventory to")
-			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.json", "file to write the ansible-playbook extra vars to (JSON)")
+			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.yaml", "file to write the ansible-playbook extra vars to (YAML, strings tagged !unsafe)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
 			return Run(ctx, c, o, os.Stderr)

@@ -53,7 +53,7 @@ func Command() *cobra.Command {
 		Flags: func(cmd *cobra.Command) {
 			f := cmd.Flags()
 			f.StringVar(&o.Inventory, "inventory", "/tmp/bpa/in/hosts.ini", "inventory rendered by render-inventory")
-			f.StringVar(&o.ExtraVars, "extra-vars", "/tmp/bpa/in/extra-vars.json", "extra vars rendered by render-inventory (JSON)")
+			f.StringVar(&o.ExtraVars, "extra-vars", "/tmp/bpa/in/extra-vars.yaml", "extra vars rendered by render-inventory (YAML, strings tagged !unsafe)")
 			f.StringVar(&o.SSHKey, "ssh-key", "/etc/bpa/ssh/ssh-privatekey", "SSH private key (mounted from the cluster's SSH Secret)")
 			f.StringVar(&o.KnownHosts, "known-hosts", "/etc/bpa/ssh/known_hosts", "the hosts' public keys (mounted from the same Secret)")
 			f.StringVar(&o.SSHUser, "ssh-user", "root", "login user on the hosts (become root with sudo when not root)")

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -89,19 +90,40 @@ type KubesprayConfig struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
 	Version string `json:"version,omitempty"`
 
-	// ExtraVars are passed to ansible-playbook in a JSON vars file (never on the command
-	// line). Values are strings; Jinja delimiters are refused because Ansible would
-	// evaluate them.
+	// ExtraVars are Ansible variables for the kubespray run: strings, numbers, booleans, and
+	// lists and maps of those (kubespray refuses known booleans such as helm_enabled given as
+	// strings). render-inventory writes them to a YAML vars file with every string tagged
+	// `!unsafe`, so Ansible never templates a CR's value; Jinja delimiters and `#jinja2:` are
+	// refused anyway. At most 100 variables; lists and maps nest at most 6 deep with at most
+	// 100 items each; strings hold at most 4096 characters; nested map keys are letters,
+	// digits and _ . : / -. (The schema cannot type a value that may be any JSON and CRD CEL
+	// rules cannot see untyped values, so config/admission/extravars.yaml checks these.)
 	// +optional
 	// +kubebuilder:validation:MaxProperties=100
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && size(k) <= 128)",message="extraVars keys must be Ansible variable names ([A-Za-z_][A-Za-z0-9_]*)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('{{') && !self[k].contains('{%') && !self[k].contains('{#'))",message="extraVars values must not contain Jinja delimiters ({{, {%, {#)"
-	ExtraVars map[string]ExtraVarValue `json:"extraVars,omitempty"`
+	ExtraVars map[string]apiextensionsv1.JSON `json:"extraVars,omitempty"`
 }
 
-// ExtraVarValue is one Ansible variable's value.
-// +kubebuilder:validation:MaxLength=4096
-type ExtraVarValue string
+// Limits and syntax of kubespray.extraVars, shared by admission (config/admission/extravars.yaml),
+// `bpa lint` and the steps that write and read the vars file.
+const (
+	// ExtraVarNamePattern: a top-level key is an Ansible variable name.
+	ExtraVarNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
+	// ExtraVarKeyPattern: a key of a nested map, such as `node-role.kubernetes.io/ingress` or
+	// `registry:5000`. No space, brace, quote, `%` or `#`, so nothing Jinja could read.
+	ExtraVarKeyPattern = `^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$`
+	// MaxExtraVarKeyLength bounds every key, top-level or nested.
+	MaxExtraVarKeyLength = 253
+	// MaxExtraVarNameLength bounds top-level keys.
+	MaxExtraVarNameLength = 128
+	// MaxExtraVarStringLength bounds every string value.
+	MaxExtraVarStringLength = 4096
+	// MaxExtraVarItems bounds every list and nested map.
+	MaxExtraVarItems = 100
+	// MaxExtraVarDepth bounds how deep lists and maps nest in one value: a list of maps of
+	// lists is 3 deep; kubespray's deepest common variable, containerd_registries_mirrors
+	// (a list of maps whose mirrors are a list of maps with a capabilities list), is 5.
+	MaxExtraVarDepth = 6
+)
 
 // InventoryFlavor picks the group layout of the rendered hosts.ini.
 // +kubebuilder:validation:Enum=kubespray;kud
