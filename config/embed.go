@@ -1,15 +1,24 @@
 // Package config embeds the manifests that the binary needs at run time: the CRDs (for
-// offline validation in `bpa lint`) and the admission policy whose rules lint mirrors.
+// offline validation in `bpa lint`) and the admission policies whose rules lint mirrors.
 package config
 
-import "embed"
+import (
+	"bytes"
+	"embed"
+)
 
 // CRDs holds the generated CustomResourceDefinitions.
 //
 //go:embed crd/bases/*.yaml
 var CRDs embed.FS
 
-// AdmissionPolicy holds the ValidatingAdmissionPolicy and its binding.
-//
-//go:embed admission/policy.yaml
-var AdmissionPolicy []byte
+var (
+	//go:embed admission/policy.yaml
+	policy []byte
+	//go:embed admission/extravars.yaml
+	extraVarsPolicy []byte
+)
+
+// AdmissionPolicy holds the ValidatingAdmissionPolicies and bindings of config/admission
+// (the files its kustomization lists), as one multi-document YAML.
+var AdmissionPolicy = bytes.Join([][]byte{policy, extraVarsPolicy}, []byte("\n---\n"))

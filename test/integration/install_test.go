@@ -106,7 +106,7 @@ func TestInstallManifests(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
-		"Role": 1, "RoleBinding": 1, "Deployment": 1, "ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
+		"Role": 1, "RoleBinding": 1, "Deployment": 1, "ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3,
 		"WorkflowTemplate": 2,
 	}, kinds)
 }
