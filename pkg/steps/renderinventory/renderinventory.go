@@ -102,6 +102,11 @@ func templateOptions(ctx context.Context, c client.Reader, p *bpav1.Provisioning
 	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, cm); err != nil {
 		return opts, fmt.Errorf("reading inventory template ConfigMap %s/%s: %w", p.Namespace, ref.Name, err)
 	}
+	// The label is the ConfigMap owner's consent to shape this cluster's inventory: without
+	// it, any ConfigMap in the namespace could be named by any CR.
+	if cluster := p.Labels[bpav1.ClusterLabel]; cm.Labels[bpav1.ClusterNameLabel] != cluster || cluster == "" {
+		return opts, fmt.Errorf("inventory template ConfigMap %s/%s: it must carry the label %s=%s (its owner's consent to serve this cluster)", p.Namespace, ref.Name, bpav1.ClusterNameLabel, cluster)
+	}
 	text, ok := cm.Data[key]
 	if !ok {
 		return opts, fmt.Errorf("inventory template ConfigMap %s/%s has no key %q", p.Namespace, ref.Name, key)

@@ -78,7 +78,7 @@ func TestKUDFlavor(t *testing.T) {
 
 func TestTemplateConfigMap(t *testing.T) {
 	cm := func(name string, data map[string]string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"bpa.akraino.org/cluster": "cluster-xyz"}}, Data: data}
 	}
 	withRef := func(name, key string) *bpav1.Provisioning {
 		return provisioning(bpav1.ProvisioningSpec{Inventory: &bpav1.InventoryConfig{
@@ -90,9 +90,9 @@ func TestTemplateConfigMap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "[all]\nmaster-1 ansible_host=127.0.1.14\nmaster-2 ansible_host=127.0.1.15\nworker ansible_host=127.0.1.11\n", ini)
 
-	ini, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"custom": "{{ len .Masters }}"}))
+	ini, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"custom": "# {{ len .Masters }} masters"}))
 	require.NoError(t, err)
-	assert.Equal(t, "2", ini)
+	assert.Equal(t, "# 2 masters", ini)
 
 	_, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"hosts.ini.tmpl": tmpl}))
 	assert.EqualError(t, err, `inventory template ConfigMap bpa/inv has no key "custom"`)
@@ -102,6 +102,18 @@ func TestTemplateConfigMap(t *testing.T) {
 
 	_, _, _, err = run(t, withRef("inv", ""), cm("inv", map[string]string{"hosts.ini.tmpl": "{{ .Bogus }}"}))
 	assert.ErrorContains(t, err, "Provisioning prov: inventory: ConfigMap inv key hosts.ini.tmpl: template:")
+
+	// A ConfigMap without the cluster's label, or with another cluster's, is not used.
+	for _, labels := range []map[string]string{nil, {"bpa.akraino.org/cluster": "other"}, {"cluster": "cluster-xyz"}} {
+		unlabelled := cm("inv", map[string]string{"hosts.ini.tmpl": tmpl})
+		unlabelled.Labels = labels
+		_, _, _, err = run(t, withRef("inv", ""), unlabelled)
+		assert.EqualError(t, err, "inventory template ConfigMap bpa/inv: it must carry the label bpa.akraino.org/cluster=cluster-xyz (its owner's consent to serve this cluster)")
+	}
+
+	// What the template writes is checked (pkg/inventory tests every attack).
+	_, _, _, err = run(t, withRef("inv", ""), cm("inv", map[string]string{"hosts.ini.tmpl": tmpl + "[all:vars]\nansible_connection=local\n"}))
+	assert.EqualError(t, err, "Provisioning prov: inventory: ConfigMap inv key hosts.ini.tmpl: rendered inventory: line 5: only [group] and [group:children] sections are allowed (no [group:vars]: BPA sets the variables)")
 }
 
 func TestErrors(t *testing.T) {

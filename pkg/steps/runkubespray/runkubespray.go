@@ -195,12 +195,20 @@ func (o Options) checkFiles() error {
 			return fmt.Errorf("%s %s: not a non-empty file", f.what, f.path)
 		}
 	}
+	// Both files crossed an Argo parameter: check them as render-inventory did.
 	vars, err := os.ReadFile(o.ExtraVars)
 	if err != nil {
 		return err
 	}
 	if err := inventory.CheckExtraVars(vars); err != nil {
 		return fmt.Errorf("%s: %w", o.ExtraVars, err)
+	}
+	ini, err := os.ReadFile(o.Inventory)
+	if err != nil {
+		return err
+	}
+	if err := inventory.CheckInventory(ini, nil); err != nil {
+		return fmt.Errorf("inventory %s: %w", o.Inventory, err)
 	}
 	if o.InsecureIgnoreHostKey {
 		return nil

@@ -159,9 +159,12 @@ func TestRunFailures(t *testing.T) {
 			require.NoError(t, os.WriteFile(o.ExtraVars, []byte(`{"kube_version": "{{ lookup('pipe', 'id') }}"}`), 0o644))
 		}, "extra-vars.yaml: extra vars: line 1: a value without an explicit tag (strings must be tagged !unsafe)"},
 		"empty inventory": {"0", func(t *testing.T, o *Options) { require.NoError(t, os.WriteFile(o.Inventory, nil, 0o644)) }, "not a non-empty file"},
-		"no playbook":     {"0", func(t *testing.T, o *Options) { o.Playbook = "scale.yml" }, "playbook: stat scale.yml"},
-		"no program":      {"0", func(t *testing.T, o *Options) { o.AnsiblePlaybook = "ansible-playbook-missing" }, "--ansible-playbook: exec"},
-		"no key":          {"0", func(t *testing.T, o *Options) { o.SSHKey = "/nonexistent/key" }, "SSH private key: stat /nonexistent/key"},
+		"hostile inventory": {"0", func(t *testing.T, o *Options) {
+			require.NoError(t, os.WriteFile(o.Inventory, []byte("[all]\nm ansible_host=127.0.1.1 ansible_connection=local\n"), 0o644))
+		}, "/in/hosts.ini: line 2: host m: only the variables ansible_host, ip, access_ip and etcd_member_name may be set"},
+		"no playbook": {"0", func(t *testing.T, o *Options) { o.Playbook = "scale.yml" }, "playbook: stat scale.yml"},
+		"no program":  {"0", func(t *testing.T, o *Options) { o.AnsiblePlaybook = "ansible-playbook-missing" }, "--ansible-playbook: exec"},
+		"no key":      {"0", func(t *testing.T, o *Options) { o.SSHKey = "/nonexistent/key" }, "SSH private key: stat /nonexistent/key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o, _ := fixture(t, tc.exit)

@@ -142,7 +142,11 @@ type InventoryConfig struct {
 	Flavor InventoryFlavor `json:"flavor,omitempty"`
 
 	// TemplateConfigMapRef names a ConfigMap key holding a text/template (with sprig) that
-	// replaces the built-in inventory template.
+	// replaces the built-in inventory template. The ConfigMap must carry the label
+	// bpa.akraino.org/cluster=<this CR's cluster>. The rendered inventory may hold only the
+	// kubespray and KUD groups, the cluster's own hosts, and the host variables ansible_host,
+	// ip and access_ip (each the host's own IP) and etcd_member_name: no [group:vars], no
+	// Jinja.
 	// +optional
 	TemplateConfigMapRef *ConfigMapKeyReference `json:"templateConfigMapRef,omitempty"`
 }
