@@ -31,6 +31,9 @@ func validateExtraVars(obj *unstructured.Unstructured) field.ErrorList {
 	sort.Strings(keys)
 	var errs field.ErrorList
 	for _, k := range keys {
+		if m[k] == nil {
+			continue // the apiserver drops a null variable before admission (it is not nullable)
+		}
 		if err := inventory.CheckExtraVarName(p, k); err != nil {
 			errs = append(errs, err)
 		} else if err := inventory.CheckExtraVarValue(p.Child(k), m[k]); err != nil {

@@ -163,6 +163,7 @@ func TestExtraVarsAgreeAtTheLimits(t *testing.T) {
 		"key with a space":     {map[string]any{"x": map[string]any{"a b": "v"}}, false},
 		"key with a brace":     {map[string]any{"x": map[string]any{"a{": "v"}}, false},
 		"nested null":          {map[string]any{"x": []any{nil}}, false},
+		"null, dropped":        {map[string]any{"x": nil, "-bad-key-": nil}, true},
 		"braces apart":         {map[string]any{"x": "{ {x} }"}, true},
 		"header in upper case": {map[string]any{"x": "#JINJA2:x"}, true},
 		"header deep":          {map[string]any{"x": nest(5), "y": []any{map[string]any{"k": []any{"#jinja2:a:'b'\n"}}}}, false},
