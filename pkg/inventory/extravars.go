@@ -74,7 +74,7 @@ func checkValue(p *field.Path, v any, depth int) *field.Error {
 			}
 		}
 		return nil
-	case bool, json.Number, int64, float64:
+	case bool, json.Number, int, int64, float64:
 		return nil
 	case []any, map[string]any:
 		if depth == bpav1.MaxExtraVarDepth {
