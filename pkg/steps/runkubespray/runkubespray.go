@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -171,14 +172,16 @@ func Build(o Options, program string, environ []string) (Invocation, error) {
 		"-e", string(sshVars),
 		o.Playbook,
 	}
-	env := make([]string, 0, len(environ)+2)
+	// The inventory is read only as the INI that checkFiles checked, never as YAML or a script.
+	ours := []string{fmt.Sprintf("ANSIBLE_HOST_KEY_CHECKING=%t", checking), "ANSIBLE_SSH_ARGS=" + sshArgs, "ANSIBLE_INVENTORY_ENABLED=ini"}
+	env := make([]string, 0, len(environ)+len(ours))
 	for _, kv := range environ {
-		// Ours replace any inherited value; the image's ansible.cfg is overridden by both.
-		if !strings.HasPrefix(kv, "ANSIBLE_HOST_KEY_CHECKING=") && !strings.HasPrefix(kv, "ANSIBLE_SSH_ARGS=") {
+		// Ours replace any inherited value; the image's ansible.cfg is overridden by them.
+		if name, _, _ := strings.Cut(kv, "="); !slices.ContainsFunc(ours, func(o string) bool { return strings.HasPrefix(o, name+"=") }) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, fmt.Sprintf("ANSIBLE_HOST_KEY_CHECKING=%t", checking), "ANSIBLE_SSH_ARGS="+sshArgs)
+	env = append(env, ours...)
 	return Invocation{Path: program, Args: args, Env: env}, nil
 }
 

@@ -21,7 +21,7 @@ func defaults() Options {
 }
 
 func TestBuildChecksHostKeys(t *testing.T) {
-	inv, err := Build(defaults(), "/usr/bin/ansible-playbook", []string{"PATH=/usr/bin", "ANSIBLE_HOST_KEY_CHECKING=False", "ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null"})
+	inv, err := Build(defaults(), "/usr/bin/ansible-playbook", []string{"PATH=/usr/bin", "ANSIBLE_HOST_KEY_CHECKING=False", "ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null", "ANSIBLE_INVENTORY_ENABLED=yaml"})
 	require.NoError(t, err)
 	assert.Equal(t, "/usr/bin/ansible-playbook", inv.Path)
 	assert.Equal(t, []string{
@@ -41,6 +41,7 @@ func TestBuildChecksHostKeys(t *testing.T) {
 		"PATH=/usr/bin",
 		"ANSIBLE_HOST_KEY_CHECKING=true",
 		"ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=30m -o ConnectionAttempts=100 -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/etc/bpa/ssh/known_hosts",
+		"ANSIBLE_INVENTORY_ENABLED=ini",
 	}, inv.Env, "the inherited settings are replaced, not duplicated")
 }
 
@@ -129,13 +130,14 @@ func TestRunExecsWithoutAShell(t *testing.T) {
 	got, err := os.ReadFile(record)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
-	require.Len(t, lines, 14)
+	require.Len(t, lines, 15)
 	assert.Equal(t, []string{"-i", o.Inventory, "--private-key", o.SSHKey, "-u", "root", "-b", "-e", "@" + o.ExtraVars, "-e"}, lines[:10])
 	assert.Contains(t, lines[10], `"ansible_ssh_common_args":"-o StrictHostKeyChecking=yes -o UserKnownHostsFile=`+o.KnownHosts+`"`)
 	assert.Equal(t, "cluster.yml", lines[11])
 	assert.Equal(t, "ANSIBLE_HOST_KEY_CHECKING=true", lines[12], "the environment carries it too")
-	assert.True(t, strings.HasPrefix(lines[13], "ANSIBLE_SSH_ARGS=-o ControlMaster=auto"), lines[13])
-	assert.True(t, strings.HasSuffix(lines[13], "-o StrictHostKeyChecking=yes -o UserKnownHostsFile="+o.KnownHosts), lines[13])
+	assert.Equal(t, "ANSIBLE_INVENTORY_ENABLED=ini", lines[13])
+	assert.True(t, strings.HasPrefix(lines[14], "ANSIBLE_SSH_ARGS=-o ControlMaster=auto"), lines[14])
+	assert.True(t, strings.HasSuffix(lines[14], "-o StrictHostKeyChecking=yes -o UserKnownHostsFile="+o.KnownHosts), lines[14])
 }
 
 func TestRunFailures(t *testing.T) {
