@@ -273,23 +273,32 @@ func varsNode(v any) (*yaml.Node, error) {
 // !unsafe, every other scalar explicitly tagged bool, int or float; no anchors, aliases or
 // other tags) whose variables pass the same checks as extraVars at admission.
 func CheckExtraVars(data []byte) error {
+	vars, err := readVars(data)
+	if err != nil {
+		return err
+	}
+	return checkVars(vars)
+}
+
+// readVars parses a vars file into its decoded-JSON form.
+func readVars(data []byte) (map[string]any, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
-		return fmt.Errorf("extra vars: not YAML: %w", err)
+		return nil, fmt.Errorf("extra vars: not YAML: %w", err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
-		return fmt.Errorf("extra vars: want one YAML document")
+		return nil, fmt.Errorf("extra vars: want one YAML document")
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return fmt.Errorf("extra vars: want a YAML mapping of variables")
+		return nil, fmt.Errorf("extra vars: want a YAML mapping of variables")
 	}
 	v, err := nodeValue(doc.Content[0], 0)
 	if err != nil {
-		return fmt.Errorf("extra vars: %w", err)
+		return nil, fmt.Errorf("extra vars: %w", err)
 	}
-	return checkVars(v.(map[string]any))
+	return v.(map[string]any), nil
 }
 
 // nodeValue turns a node of the vars file into its decoded-JSON form, refusing anything
