@@ -1,5 +1,5 @@
 // Package config embeds the manifests that the binary needs at run time: the CRDs (for
-// offline validation in `bpa lint`) and the admission policy whose rules lint mirrors.
+// offline validation in `bpa lint`) and the admission policies whose rules lint mirrors.
 package config
 
 import "embed"

@@ -50,7 +50,7 @@ func TestInventoryTemplates(t *testing.T) {
 	out, _, err := bpa(t, "inventory", "-f", examples+"provisioning-kud-plugins.yaml", "--bmh", examples+"bmh/provisioning-kud-plugins.yaml",
 		"--template", hostsTestdata+"inventory.tmpl")
 	require.NoError(t, err)
-	assert.Equal(t, "# 1 hosts rendered with a user template\n[all]\nmaster-1 ansible_host=127.0.1.19 bmh=node-09\n\n[masters]\nmaster-1\n", out)
+	assert.Equal(t, "# 1 hosts rendered with a user template\n[all]\nmaster-1 ansible_host=127.0.1.19 access_ip=127.0.1.19\n\n[kube_control_plane]\nmaster-1\n", out)
 
 	// A CR naming a template ConfigMap and a flavour: offline, the flavour applies and the
 	// user hears that the ConfigMap cannot be read.

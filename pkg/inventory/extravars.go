@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
@@ -19,9 +24,19 @@ const (
 )
 
 var (
-	varName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	varName    = regexp.MustCompile(bpav1.ExtraVarNamePattern)
+	mapKey     = regexp.MustCompile(bpav1.ExtraVarKeyPattern)
 	pluginName = regexp.MustCompile(bpav1.DebianPackageNamePattern)
+	// Number literals as JSON writes them; the vars file carries nothing else.
+	intLiteral   = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+	floatLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
 )
+
+// templateMarkers are what makes Ansible template a string: Jinja's default delimiters, and
+// the header that (ansible-core 2.16 and later) changes the delimiters for that string. The
+// vars file tags every string !unsafe, so Ansible never templates them at all; refusing the
+// markers too means a CR that relies on templating fails at admission, not in kubespray.
+var templateMarkers = []string{"{{", "{%", "{#", "#jinja2:"}
 
 // allowedAnsibleVars are the ansible_* variables a CR may set. The others configure how
 // Ansible connects (user, port, key, SSH arguments, host-key checking, become): BPA sets
@@ -29,15 +44,130 @@ var (
 // let a CR turn host-key checking off behind insecureIgnoreHostKey's back.
 var allowedAnsibleVars = map[string]bool{"ansible_python_interpreter": true}
 
-// ExtraVars renders the JSON vars file for `ansible-playbook -e @file`: the CR's
+// CheckExtraVarName checks a top-level key of extraVars (p names it).
+func CheckExtraVarName(p *field.Path, k string) *field.Error {
+	if len(k) > bpav1.MaxExtraVarNameLength || !varName.MatchString(k) {
+		return field.Invalid(p, field.OmitValueType{}, fmt.Sprintf("keys must be Ansible variable names ([A-Za-z_][A-Za-z0-9_]*, at most %d characters)", bpav1.MaxExtraVarNameLength))
+	}
+	if strings.HasPrefix(strings.ToLower(k), "ansible_") && !allowedAnsibleVars[k] {
+		return field.Forbidden(p.Child(k), "BPA sets Ansible's connection variables itself from spec.ssh; of the ansible_* variables only ansible_python_interpreter may be set")
+	}
+	return nil
+}
+
+// CheckExtraVarValue checks one value in its decoded-JSON form (string, bool, a number as
+// json.Number, int64 or float64, []any, map[string]any) against the rules of
+// config/admission/extravars.yaml, and returns the first problem. p names the value.
+func CheckExtraVarValue(p *field.Path, v any) *field.Error {
+	return checkValue(p, v, 0)
+}
+
+func checkValue(p *field.Path, v any, depth int) *field.Error {
+	switch v := v.(type) {
+	case string:
+		if utf8.RuneCountInString(v) > bpav1.MaxExtraVarStringLength {
+			return field.TooLong(p, field.OmitValueType{}, bpav1.MaxExtraVarStringLength)
+		}
+		for _, m := range templateMarkers {
+			if strings.Contains(v, m) {
+				return field.Invalid(p, field.OmitValueType{}, fmt.Sprintf("must not contain %q: Jinja delimiters ({{, {%%, {#) and #jinja2: are refused in every string, because Ansible would run them as a template", m))
+			}
+		}
+		return nil
+	case bool, json.Number, int, int64, float64:
+		return nil
+	case []any, map[string]any:
+		if depth == bpav1.MaxExtraVarDepth {
+			return field.Invalid(p, field.OmitValueType{}, fmt.Sprintf("lists and maps may nest at most %d deep", bpav1.MaxExtraVarDepth))
+		}
+	default:
+		return field.Invalid(p, field.OmitValueType{}, "must be a string, number, boolean, list or map")
+	}
+	if l, ok := v.([]any); ok {
+		if len(l) > bpav1.MaxExtraVarItems {
+			return field.TooMany(p, len(l), bpav1.MaxExtraVarItems)
+		}
+		for i, e := range l {
+			if err := checkValue(p.Index(i), e, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	m := v.(map[string]any)
+	if len(m) > bpav1.MaxExtraVarItems {
+		return field.TooMany(p, len(m), bpav1.MaxExtraVarItems)
+	}
+	for _, k := range sortedKeys(m) {
+		if len(k) > bpav1.MaxExtraVarKeyLength || !mapKey.MatchString(k) {
+			return field.Invalid(p, field.OmitValueType{}, fmt.Sprintf("map keys must be letters, digits and _ . : / - (starting with a letter, digit or _, at most %d characters)", bpav1.MaxExtraVarKeyLength))
+		}
+		if err := checkValue(p.Key(k), m[k], depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// checkVars checks a whole vars map, as the admission policy checks extraVars (plus BPA's
+// own variables), naming the offending variable.
+func checkVars(vars map[string]any) error {
+	root := field.NewPath("extra vars")
+	for _, k := range sortedKeys(vars) {
+		if err := CheckExtraVarName(root, k); err != nil {
+			return err
+		}
+		if err := CheckExtraVarValue(root.Child(k), vars[k]); err != nil {
+			return err
+		}
+	}
+	if ps, ok := vars[KUDPluginsVar]; ok {
+		l, _ := ps.([]any)
+		if len(l) == 0 {
+			return fmt.Errorf("extra vars: %s: want a list of KUD plugin names", KUDPluginsVar)
+		}
+		for _, p := range l {
+			s, _ := p.(string)
+			if len(s) > bpav1.MaxPackageFieldLength || !pluginName.MatchString(s) {
+				return fmt.Errorf("extra vars: %s: %q is not a KUD plugin name", KUDPluginsVar, truncate(fmt.Sprint(p)))
+			}
+		}
+	}
+	return nil
+}
+
+// truncate keeps error messages short whatever a value holds.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// ExtraVars renders the vars file for `ansible-playbook -e @file`: the CR's
 // kubespray.extraVars, kube_pods_subnet from PodSubnet and kud_plugins from KUDPlugins.
 // A variable both set by BPA and listed in extraVars is an error rather than a silent
-// choice. The keys come out sorted, so the same spec gives the same bytes.
+// choice. See MarshalVars for the format.
 func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
 	vars := map[string]any{}
 	if spec.Kubespray != nil {
-		for k, v := range spec.Kubespray.ExtraVars {
-			vars[k] = string(v)
+		for k, raw := range spec.Kubespray.ExtraVars {
+			dec := json.NewDecoder(bytes.NewReader(raw.Raw))
+			dec.UseNumber()
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				return nil, fmt.Errorf("kubespray.extraVars.%s: %w", truncate(k), err)
+			}
+			vars[k] = v
 		}
 	}
 	if spec.PodSubnet != "" {
@@ -54,7 +184,7 @@ func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
 		if _, dup := vars[KUDPluginsVar]; dup {
 			return nil, fmt.Errorf("kubespray.extraVars.%s: KUDPlugins already sets it; set only one", KUDPluginsVar)
 		}
-		plugins := make([]string, len(spec.KUDPlugins))
+		plugins := make([]any, len(spec.KUDPlugins))
 		for i, p := range spec.KUDPlugins {
 			plugins[i] = string(p)
 		}
@@ -63,104 +193,171 @@ func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
 	if err := checkVars(vars); err != nil {
 		return nil, err
 	}
+	return MarshalVars(vars)
+}
+
+// Tags of the vars file's scalars. Every scalar carries its tag explicitly, so Ansible's
+// YAML 1.1 loader and yaml.v3 cannot resolve a value to different types ("yes", "1e3").
+const (
+	unsafeTag = "!unsafe"
+	boolTag   = "!!bool"
+	intTag    = "!!int"
+	floatTag  = "!!float"
+	strTag    = "!!str"
+)
+
+// MarshalVars writes vars (decoded-JSON form) as a YAML mapping in which every string, at
+// any depth, is tagged !unsafe: Ansible then never templates it, whatever it holds.
+// Booleans and numbers keep their types (kubespray asserts that known booleans are real
+// booleans); keys are double-quoted, so "true" or "1" stays a string key. It checks nothing:
+// ExtraVars checks first, and CheckExtraVars checks what it reads back.
+func MarshalVars(vars map[string]any) ([]byte, error) {
+	n, err := varsNode(vars)
+	if err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(vars); err != nil {
+	buf.WriteString("# Written by BPA render-inventory. Every string is !unsafe: Ansible never templates it.\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{n}}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
+func varsNode(v any) (*yaml.Node, error) {
+	scalar := func(tag, value string, style yaml.Style) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value, Style: style}
+	}
+	switch v := v.(type) {
+	case string:
+		return scalar(unsafeTag, v, yaml.TaggedStyle|yaml.DoubleQuotedStyle), nil
+	case bool:
+		return scalar(boolTag, fmt.Sprint(v), yaml.TaggedStyle), nil
+	case json.Number:
+		if intLiteral.MatchString(string(v)) {
+			return scalar(intTag, string(v), yaml.TaggedStyle), nil
+		}
+		return scalar(floatTag, string(v), yaml.TaggedStyle), nil
+	case []any:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, e := range v {
+			c, err := varsNode(e)
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, c)
+		}
+		return n, nil
+	case map[string]any:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		for _, k := range sortedKeys(v) {
+			c, err := varsNode(v[k])
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, scalar(strTag, k, yaml.DoubleQuotedStyle), c)
+		}
+		return n, nil
+	default:
+		return nil, fmt.Errorf("extra vars: a %T cannot be written", v)
+	}
+}
+
 // CheckExtraVars validates a vars file as run-kubespray receives it (it travels through an
-// Argo parameter): a JSON object whose keys are Ansible variable names other than the
-// connection settings, and whose values are strings or lists of strings without Jinja
-// delimiters, which Ansible would evaluate.
+// Argo parameter): exactly the YAML MarshalVars writes (one mapping; every string tagged
+// !unsafe, every other scalar explicitly tagged bool, int or float; no anchors, aliases or
+// other tags) whose variables pass the same checks as extraVars at admission.
 func CheckExtraVars(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var vars map[string]any
-	if err := dec.Decode(&vars); err != nil {
-		return fmt.Errorf("extra vars: not a JSON object: %w", err)
-	}
-	if vars == nil {
-		return fmt.Errorf("extra vars: not a JSON object")
-	}
-	if dec.More() {
-		return fmt.Errorf("extra vars: trailing data after the JSON object")
+	vars, err := readVars(data)
+	if err != nil {
+		return err
 	}
 	return checkVars(vars)
 }
 
-func checkVars(vars map[string]any) error {
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
+// readVars parses a vars file into its decoded-JSON form.
+func readVars(data []byte) (map[string]any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("extra vars: not YAML: %w", err)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if len(k) > 128 || !varName.MatchString(k) {
-			return fmt.Errorf("extra vars: %q is not an Ansible variable name ([A-Za-z_][A-Za-z0-9_]*)", k)
-		}
-		if strings.HasPrefix(strings.ToLower(k), "ansible_") && !allowedAnsibleVars[k] {
-			return fmt.Errorf("extra vars: %s: BPA sets Ansible's connection variables itself from spec.ssh; of the ansible_* variables only ansible_python_interpreter may be set", k)
-		}
-		switch v := vars[k].(type) {
-		case string:
-			if err := checkValue(k, v); err != nil {
-				return err
-			}
-		case []string:
-			for _, s := range v {
-				if err := checkValue(k, s); err != nil {
-					return err
-				}
-			}
-			if k == KUDPluginsVar {
-				if err := checkPlugins(v); err != nil {
-					return err
-				}
-			}
-		case []any:
-			strs := make([]string, len(v))
-			for i, e := range v {
-				s, ok := e.(string)
-				if !ok {
-					return fmt.Errorf("extra vars: %s[%d]: want a string", k, i)
-				}
-				if err := checkValue(k, s); err != nil {
-					return err
-				}
-				strs[i] = s
-			}
-			if k == KUDPluginsVar {
-				if err := checkPlugins(strs); err != nil {
-					return err
-				}
-			}
-		default:
-			return fmt.Errorf("extra vars: %s: want a string or a list of strings", k)
-		}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, fmt.Errorf("extra vars: want one YAML document")
 	}
-	return nil
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("extra vars: want a YAML mapping of variables")
+	}
+	v, err := nodeValue(doc.Content[0], 0)
+	if err != nil {
+		return nil, fmt.Errorf("extra vars: %w", err)
+	}
+	return v.(map[string]any), nil
 }
 
-func checkValue(k, v string) error {
-	if len(v) > 4096 {
-		return fmt.Errorf("extra vars: %s: value longer than 4096 characters", k)
+// nodeValue turns a node of the vars file into its decoded-JSON form, refusing anything
+// MarshalVars does not write. depth bounds the recursion before checkVars sees the value.
+func nodeValue(n *yaml.Node, depth int) (any, error) {
+	where := fmt.Sprintf("line %d", n.Line)
+	if n.Anchor != "" || n.Kind == yaml.AliasNode {
+		return nil, fmt.Errorf("%s: anchors and aliases are not allowed", where)
 	}
-	for _, d := range []string{"{{", "{%", "{#"} {
-		if strings.Contains(v, d) {
-			return fmt.Errorf("extra vars: %s: the value contains %q; Jinja delimiters are refused because Ansible would evaluate them", k, d)
+	if depth > bpav1.MaxExtraVarDepth+1 && n.Kind != yaml.ScalarNode {
+		return nil, fmt.Errorf("%s: lists and maps nest too deep", where)
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Style&yaml.TaggedStyle == 0 {
+			return nil, fmt.Errorf("%s: a value without an explicit tag (strings must be tagged !unsafe)", where)
 		}
-	}
-	return nil
-}
-
-func checkPlugins(ps []string) error {
-	for _, p := range ps {
-		if len(p) > bpav1.MaxPackageFieldLength || !pluginName.MatchString(p) {
-			return fmt.Errorf("extra vars: %s: %q is not a KUD plugin name", KUDPluginsVar, p)
+		switch {
+		case n.Tag == unsafeTag:
+			return n.Value, nil
+		case n.Tag == boolTag && (n.Value == "true" || n.Value == "false"):
+			return n.Value == "true", nil
+		case n.Tag == intTag && intLiteral.MatchString(n.Value), n.Tag == floatTag && floatLiteral.MatchString(n.Value):
+			return json.Number(n.Value), nil
 		}
+		return nil, fmt.Errorf("%s: want a !unsafe string, or a !!bool, !!int or !!float in JSON syntax", where)
+	case yaml.SequenceNode:
+		if n.Tag != "!!seq" || n.Style&yaml.TaggedStyle != 0 {
+			return nil, fmt.Errorf("%s: a tagged list", where)
+		}
+		l := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := nodeValue(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		return l, nil
+	case yaml.MappingNode:
+		if n.Tag != "!!map" || n.Style&yaml.TaggedStyle != 0 {
+			return nil, fmt.Errorf("%s: a tagged map", where)
+		}
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode || k.Tag != strTag || k.Style != yaml.DoubleQuotedStyle {
+				return nil, fmt.Errorf("line %d: want a double-quoted key", k.Line)
+			}
+			if _, dup := m[k.Value]; dup {
+				return nil, fmt.Errorf("line %d: a key is repeated", k.Line)
+			}
+			v, err := nodeValue(n.Content[i+1], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[k.Value] = v
+		}
+		return m, nil
 	}
-	return nil
+	return nil, fmt.Errorf("%s: unexpected YAML", where)
 }

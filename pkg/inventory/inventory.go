@@ -111,6 +111,10 @@ func Render(hosts []bpav1.HostStatus, o Options) (ini []byte, warnings []string,
 	if err := t.Execute(&buf, data); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
+	// A template can write anything: check what it wrote, not what it was given.
+	if err := CheckInventory(buf.Bytes(), data.Hosts); err != nil {
+		return nil, nil, fmt.Errorf("%s: rendered inventory: %w", name, err)
+	}
 	return buf.Bytes(), Warnings(data), nil
 }
 

@@ -82,13 +82,18 @@ func TestUserTemplateParsesInAnsible(t *testing.T) {
 	tmpl := `# {{ len .Hosts }} hosts, flavour {{ .Flavor | upper }}
 [all]
 {{- range .Hosts }}
-{{ .Name }} ansible_host={{ .IP }} bpa_mac={{ .MAC | replace ":" "-" }} bpa_bmh={{ .BareMetalHost }}
+{{ .Name }} ansible_host={{ .IP }} access_ip={{ .IP }}
 {{- end }}
 
-[control]
+[kube_control_plane]
 {{ (first .Masters).Name }}
 
-[workers]
+[etcd]
+{{- range $i, $h := .Etcd }}
+{{ .Name }} etcd_member_name=etcd{{ add1 $i }}
+{{- end }}
+
+[kube_node]
 {{- range .Workers }}
 {{ .Name }}
 {{- end }}
@@ -97,10 +102,79 @@ func TestUserTemplateParsesInAnsible(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(ini), "# 5 hosts, flavour KUBESPRAY")
 	inv := ansibleInventory(t, ini)
-	assert.Equal(t, []string{"master-1"}, inv.members("control"), "hosts are sorted, so the first master is stable")
-	assert.Equal(t, []string{"master-3", "worker-1", "worker-2"}, inv.members("workers"))
-	assert.Equal(t, "52-54-00-00-00-01", inv.hostvar("worker-1", "bpa_mac"))
-	assert.Equal(t, "bmh-worker-1", inv.hostvar("worker-1", "bpa_bmh"))
+	assert.Equal(t, []string{"master-1"}, inv.members("kube_control_plane"), "hosts are sorted, so the first master is stable")
+	assert.Equal(t, []string{"master-3", "worker-1", "worker-2"}, inv.members("kube_node"))
+	assert.Equal(t, "etcd2", inv.hostvar("master-2", "etcd_member_name"))
+	assert.Equal(t, "10.10.10.21", inv.hostvar("worker-1", "access_ip"))
+}
+
+// TestHostileTemplatesAreRefused: an inventory template (a ConfigMap the CR names) can write
+// anything. Each attack is first shown to work on the real ansible-inventory (it sets what
+// the attacker wants), then refused by Render, naming the line.
+func TestHostileTemplatesAreRefused(t *testing.T) {
+	const good = "[all]\nmaster ansible_host=127.0.1.11 ip=127.0.1.11\nworker-1 ansible_host=127.0.1.12\nworker-2 ansible_host=127.0.1.13\n" +
+		"[kube_control_plane]\nmaster\n[etcd]\nmaster\n[kube_node]\nworker-1\nworker-2\n"
+	for name, tc := range map[string]struct {
+		ini       string
+		host, v   string // a host variable the real ansible-inventory then has
+		wantValue string
+		want      string
+	}{
+		"connection local": {good + "[etcd]\nmaster ansible_connection=local\n", "master", "ansible_connection", "local",
+			"line 13: host master: only the variables ansible_host, ip, access_ip and etcd_member_name may be set"},
+		"proxy command": {good + "[kube_node]\nworker-1 ansible_ssh_extra_args=\"-o ProxyCommand=sh -c 'cat /etc/bpa/ssh/ssh-privatekey'\"\n",
+			"worker-1", "ansible_ssh_extra_args", "-o ProxyCommand=sh -c 'cat /etc/bpa/ssh/ssh-privatekey'", "line 13: host worker-1: only the variables"},
+		"group vars": {good + "[all:vars]\nansible_connection=local\n", "master", "ansible_connection", "local",
+			"line 12: only [group] and [group:children] sections are allowed (no [group:vars]"},
+		"jinja in a host var": {strings.Replace(good, "ip=127.0.1.11", "ip=\"{{ lookup('pipe', 'id') }}\"", 1), "master", "ip", "{{ lookup('pipe', 'id') }}",
+			`line 2: "{{": Jinja delimiters and #jinja2: are refused`},
+		"become": {good + "[kube_node]\nworker-2 ansible_become_exe=/tmp/x\n", "worker-2", "ansible_become_exe", "/tmp/x", "line 13: host worker-2: only the variables"},
+		"another IP": {strings.Replace(good, "worker-1 ansible_host=127.0.1.12", "worker-1 ansible_host=10.0.0.99", 1), "worker-1", "ansible_host", "10.0.0.99",
+			"line 3: host worker-1: ansible_host must be the host's own IP 127.0.1.12"},
+		"a host of its own": {good + "[kube_node]\nelsewhere ansible_host=10.0.0.99\n", "elsewhere", "ansible_host", "10.0.0.99",
+			"line 13: host elsewhere is not one of the cluster's hosts"},
+		"bastion": {good + "[bastion]\nworker-2 ansible_host=127.0.1.13\n", "worker-2", "ansible_host", "127.0.1.13", "line 12: not a kubespray or KUD group"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.wantValue, ansibleInventory(t, []byte(tc.ini)).hostvar(tc.host, tc.v), "the attack works on Ansible")
+			// The template writes the hostile inventory verbatim (a raw string action).
+			_, _, err := Render(samples["by-mac"], Options{Template: "{{`" + tc.ini + "`}}", TemplateName: "ConfigMap inv key hosts.ini.tmpl"})
+			require.Error(t, err)
+			assert.Equal(t, "ConfigMap inv key hosts.ini.tmpl: rendered inventory: "+tc.want, err.Error()[:min(len(err.Error()), len("ConfigMap inv key hosts.ini.tmpl: rendered inventory: "+tc.want))])
+		})
+	}
+}
+
+func TestCheckInventory(t *testing.T) {
+	hosts := []Host{{Name: "m", IP: "10.0.0.1"}, {Name: "w", IP: "fd00::2"}}
+	for ini, want := range map[string]string{
+		"[all]\nm ansible_host=10.0.0.1 ip=10.0.0.1 access_ip=10.0.0.1\nw ansible_host=fd00::2\n; comment\n# comment\n[k8s_cluster:children]\nkube_node\n": "",
+		"m ansible_host=10.0.0.1\n": "line 1: a host or group outside any [group] section",
+		"[all]\nm\n":                "line 2: host m has no ansible_host",
+		"[all]\nm ansible_host=10.0.0.1\n[etcd]\nw\n":          "line 4: host w has no ansible_host",
+		"[all]\nm[1:3] ansible_host=10.0.0.1\n":                "line 2: the host name must be an RFC 1123 label",
+		"[all]\nm ansible_host=10.0.0.1 ansible_host=10.0.0.1": "line 2: host m: ansible_host is set twice",
+		"[all]\nm ansible_host=010.0.0.1\n":                    "line 2: host m: ansible_host must be an IP address in canonical form",
+		"[all]\nm ansible_host=FD00::2\n":                      "must be an IP address in canonical form",
+		"[all]\nm ansible_host=10.0.0.1 etcd_member_name=E_1":  "line 2: host m: etcd_member_name must be an RFC 1123 label",
+		"[all]\nm ansible_host=10.0.0.1 ip":                    "line 2: host m: only the variables",
+		"[all\n":                                               "line 1: a section header must be [group] or [group:children]",
+		"[evil:children]\nall\n":                               "line 1: not a kubespray or KUD group (want one of all, calico_rr,",
+		"[k8s_cluster:children]\nkube_node extra\n":            "line 2: in [k8s_cluster:children] each line names one kubespray or KUD group",
+		"[k8s_cluster:children]\nevil\n":                       "line 2: in [k8s_cluster:children]",
+		"# ok\n#jinja2:variable_start_string:'[['\n":           `line 2: "#jinja2:": Jinja delimiters`,
+		"[all]\nm ansible_host=10.0.0.1 # {# c #}\n":           `line 2: "{#"`,
+		"[all]\nm ansible_host=10.0.0.1 # trailing\n":          "line 2: host m: only the variables",
+	} {
+		err := CheckInventory([]byte(ini), hosts)
+		if want == "" {
+			assert.NoError(t, err, ini)
+		} else {
+			assert.ErrorContains(t, err, want, ini)
+		}
+	}
+	// Without the hosts (run-kubespray), any canonical IP and host name is taken.
+	assert.NoError(t, CheckInventory([]byte("[all]\nother ansible_host=192.0.2.1\n"), nil))
 }
 
 func TestTemplateErrors(t *testing.T) {

@@ -22,6 +22,7 @@ var (
 // real kube-apiserver.
 func ValidateAdmission(obj *unstructured.Unstructured) field.ErrorList {
 	errs := validateClusterLabel(obj)
+	errs = append(errs, validateExtraVars(obj)...)
 	if obj.GetKind() == "Software" {
 		for _, list := range []string{"masterSoftware", "workerSoftware"} {
 			items, _, _ := unstructured.NestedSlice(obj.Object, "spec", list)

@@ -105,9 +105,9 @@ func TestInstallManifests(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 1, "ClusterRoleBinding": 1,
-		"Role": 1, "RoleBinding": 1, "Deployment": 1, "ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2,
-		"WorkflowTemplate": 2,
+		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 12, "ClusterRole": 2, "ClusterRoleBinding": 2,
+		"Role": 8, "RoleBinding": 8, "Deployment": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5,
+		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3,
 	}, kinds)
 }
 

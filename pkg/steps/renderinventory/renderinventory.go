@@ -43,7 +43,7 @@ func Command() *cobra.Command {
 			o.CR.AddFlags(cmd)
 			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "hosts with their IPs, from resolve-leases (JSON)")
 			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", "/tmp/bpa/out/hosts.ini", "file to write the inventory to")
-			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.json", "file to write the ansible-playbook extra vars to (JSON)")
+			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.yaml", "file to write the ansible-playbook extra vars to (YAML, strings tagged !unsafe)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
 			return Run(ctx, c, o, os.Stderr)
@@ -101,6 +101,11 @@ func templateOptions(ctx context.Context, c client.Reader, p *bpav1.Provisioning
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, cm); err != nil {
 		return opts, fmt.Errorf("reading inventory template ConfigMap %s/%s: %w", p.Namespace, ref.Name, err)
+	}
+	// The label is the ConfigMap owner's consent to shape this cluster's inventory: without
+	// it, any ConfigMap in the namespace could be named by any CR.
+	if cluster := p.Labels[bpav1.ClusterLabel]; cm.Labels[bpav1.ClusterNameLabel] != cluster || cluster == "" {
+		return opts, fmt.Errorf("inventory template ConfigMap %s/%s: it must carry the label %s=%s (its owner's consent to serve this cluster)", p.Namespace, ref.Name, bpav1.ClusterNameLabel, cluster)
 	}
 	text, ok := cm.Data[key]
 	if !ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -45,7 +46,7 @@ func run(t *testing.T, p *bpav1.Provisioning, objs ...client.Object) (string, st
 		CR:              discoverhosts.CR{Namespace: ns, Name: p.Name, Generation: 1},
 		HostsFile:       in,
 		OutputInventory: filepath.Join(dir, "out", "hosts.ini"),
-		OutputVars:      filepath.Join(dir, "out", "extra-vars.json"),
+		OutputVars:      filepath.Join(dir, "out", "extra-vars.yaml"),
 	}
 	var warn bytes.Buffer
 	if err := Run(context.Background(), c, o, &warn); err != nil {
@@ -63,7 +64,8 @@ func TestDefaultInventory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, ini, "[all]\nmaster-1 ansible_host=127.0.1.14 ip=127.0.1.14\nmaster-2 ansible_host=127.0.1.15 ip=127.0.1.15\nworker ansible_host=127.0.1.11 ip=127.0.1.11\n")
 	assert.Contains(t, ini, "[kube_control_plane]\nmaster-1\nmaster-2\n\n[etcd]\nmaster-1\nmaster-2\n\n[kube_node]\nworker\n")
-	assert.Equal(t, "{\n  \"kube_pods_subnet\": \"10.244.64.0/18\",\n  \"kud_plugins\": [\n    \"emco\"\n  ]\n}\n", vars)
+	assert.Equal(t, "# Written by BPA render-inventory. Every string is !unsafe: Ansible never templates it.\n"+
+		"\"kube_pods_subnet\": !unsafe \"10.244.64.0/18\"\n\"kud_plugins\":\n  - !unsafe \"emco\"\n", vars)
 	assert.Equal(t, "warning: Provisioning prov: etcd has 2 members: an even number tolerates no more failures than 1 would; use an odd number of masters\n", warn)
 }
 
@@ -76,7 +78,7 @@ func TestKUDFlavor(t *testing.T) {
 
 func TestTemplateConfigMap(t *testing.T) {
 	cm := func(name string, data map[string]string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"bpa.akraino.org/cluster": "cluster-xyz"}}, Data: data}
 	}
 	withRef := func(name, key string) *bpav1.Provisioning {
 		return provisioning(bpav1.ProvisioningSpec{Inventory: &bpav1.InventoryConfig{
@@ -88,9 +90,9 @@ func TestTemplateConfigMap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "[all]\nmaster-1 ansible_host=127.0.1.14\nmaster-2 ansible_host=127.0.1.15\nworker ansible_host=127.0.1.11\n", ini)
 
-	ini, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"custom": "{{ len .Masters }}"}))
+	ini, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"custom": "# {{ len .Masters }} masters"}))
 	require.NoError(t, err)
-	assert.Equal(t, "2", ini)
+	assert.Equal(t, "# 2 masters", ini)
 
 	_, _, _, err = run(t, withRef("inv", "custom"), cm("inv", map[string]string{"hosts.ini.tmpl": tmpl}))
 	assert.EqualError(t, err, `inventory template ConfigMap bpa/inv has no key "custom"`)
@@ -100,11 +102,23 @@ func TestTemplateConfigMap(t *testing.T) {
 
 	_, _, _, err = run(t, withRef("inv", ""), cm("inv", map[string]string{"hosts.ini.tmpl": "{{ .Bogus }}"}))
 	assert.ErrorContains(t, err, "Provisioning prov: inventory: ConfigMap inv key hosts.ini.tmpl: template:")
+
+	// A ConfigMap without the cluster's label, or with another cluster's, is not used.
+	for _, labels := range []map[string]string{nil, {"bpa.akraino.org/cluster": "other"}, {"cluster": "cluster-xyz"}} {
+		unlabelled := cm("inv", map[string]string{"hosts.ini.tmpl": tmpl})
+		unlabelled.Labels = labels
+		_, _, _, err = run(t, withRef("inv", ""), unlabelled)
+		assert.EqualError(t, err, "inventory template ConfigMap bpa/inv: it must carry the label bpa.akraino.org/cluster=cluster-xyz (its owner's consent to serve this cluster)")
+	}
+
+	// What the template writes is checked (pkg/inventory tests every attack).
+	_, _, _, err = run(t, withRef("inv", ""), cm("inv", map[string]string{"hosts.ini.tmpl": tmpl + "[all:vars]\nansible_connection=local\n"}))
+	assert.EqualError(t, err, "Provisioning prov: inventory: ConfigMap inv key hosts.ini.tmpl: rendered inventory: line 5: only [group] and [group:children] sections are allowed (no [group:vars]: BPA sets the variables)")
 }
 
 func TestErrors(t *testing.T) {
 	_, _, _, err := run(t, provisioning(bpav1.ProvisioningSpec{PodSubnet: "10.0.0.0/8",
-		Kubespray: &bpav1.KubesprayConfig{ExtraVars: map[string]bpav1.ExtraVarValue{"kube_pods_subnet": "10.1.0.0/16"}}}))
+		Kubespray: &bpav1.KubesprayConfig{ExtraVars: map[string]apiextensionsv1.JSON{"kube_pods_subnet": {Raw: []byte(`"10.1.0.0/16"`)}}}}))
 	assert.EqualError(t, err, "Provisioning prov: kubespray.extraVars.kube_pods_subnet: PodSubnet already sets it; set only one")
 
 	p := provisioning(bpav1.ProvisioningSpec{})
@@ -116,7 +130,7 @@ func TestErrors(t *testing.T) {
 func TestCommandFlags(t *testing.T) {
 	cmd := Command()
 	require.NoError(t, cmd.ParseFlags([]string{"--namespace=n", "--provisioning=p"}))
-	for flag, want := range map[string]string{"hosts-file": "/tmp/bpa/in/hosts.json", "output-inventory": "/tmp/bpa/out/hosts.ini", "output-vars": "/tmp/bpa/out/extra-vars.json", "generation": "0"} {
+	for flag, want := range map[string]string{"hosts-file": "/tmp/bpa/in/hosts.json", "output-inventory": "/tmp/bpa/out/hosts.ini", "output-vars": "/tmp/bpa/out/extra-vars.yaml", "generation": "0"} {
 		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,7 +54,7 @@ func Command() *cobra.Command {
 		Flags: func(cmd *cobra.Command) {
 			f := cmd.Flags()
 			f.StringVar(&o.Inventory, "inventory", "/tmp/bpa/in/hosts.ini", "inventory rendered by render-inventory")
-			f.StringVar(&o.ExtraVars, "extra-vars", "/tmp/bpa/in/extra-vars.json", "extra vars rendered by render-inventory (JSON)")
+			f.StringVar(&o.ExtraVars, "extra-vars", "/tmp/bpa/in/extra-vars.yaml", "extra vars rendered by render-inventory (YAML, strings tagged !unsafe)")
 			f.StringVar(&o.SSHKey, "ssh-key", "/etc/bpa/ssh/ssh-privatekey", "SSH private key (mounted from the cluster's SSH Secret)")
 			f.StringVar(&o.KnownHosts, "known-hosts", "/etc/bpa/ssh/known_hosts", "the hosts' public keys (mounted from the same Secret)")
 			f.StringVar(&o.SSHUser, "ssh-user", "root", "login user on the hosts (become root with sudo when not root)")
@@ -171,14 +172,16 @@ func Build(o Options, program string, environ []string) (Invocation, error) {
 		"-e", string(sshVars),
 		o.Playbook,
 	}
-	env := make([]string, 0, len(environ)+2)
+	// The inventory is read only as the INI that checkFiles checked, never as YAML or a script.
+	ours := []string{fmt.Sprintf("ANSIBLE_HOST_KEY_CHECKING=%t", checking), "ANSIBLE_SSH_ARGS=" + sshArgs, "ANSIBLE_INVENTORY_ENABLED=ini"}
+	env := make([]string, 0, len(environ)+len(ours))
 	for _, kv := range environ {
-		// Ours replace any inherited value; the image's ansible.cfg is overridden by both.
-		if !strings.HasPrefix(kv, "ANSIBLE_HOST_KEY_CHECKING=") && !strings.HasPrefix(kv, "ANSIBLE_SSH_ARGS=") {
+		// Ours replace any inherited value; the image's ansible.cfg is overridden by them.
+		if name, _, _ := strings.Cut(kv, "="); !slices.ContainsFunc(ours, func(o string) bool { return strings.HasPrefix(o, name+"=") }) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, fmt.Sprintf("ANSIBLE_HOST_KEY_CHECKING=%t", checking), "ANSIBLE_SSH_ARGS="+sshArgs)
+	env = append(env, ours...)
 	return Invocation{Path: program, Args: args, Env: env}, nil
 }
 
@@ -195,12 +198,20 @@ func (o Options) checkFiles() error {
 			return fmt.Errorf("%s %s: not a non-empty file", f.what, f.path)
 		}
 	}
+	// Both files crossed an Argo parameter: check them as render-inventory did.
 	vars, err := os.ReadFile(o.ExtraVars)
 	if err != nil {
 		return err
 	}
 	if err := inventory.CheckExtraVars(vars); err != nil {
 		return fmt.Errorf("%s: %w", o.ExtraVars, err)
+	}
+	ini, err := os.ReadFile(o.Inventory)
+	if err != nil {
+		return err
+	}
+	if err := inventory.CheckInventory(ini, nil); err != nil {
+		return fmt.Errorf("inventory %s: %w", o.Inventory, err)
 	}
 	if o.InsecureIgnoreHostKey {
 		return nil

@@ -14,14 +14,14 @@ import (
 
 func defaults() Options {
 	return Options{
-		Inventory: "/tmp/bpa/in/hosts.ini", ExtraVars: "/tmp/bpa/in/extra-vars.json",
+		Inventory: "/tmp/bpa/in/hosts.ini", ExtraVars: "/tmp/bpa/in/extra-vars.yaml",
 		SSHKey: "/etc/bpa/ssh/ssh-privatekey", KnownHosts: "/etc/bpa/ssh/known_hosts",
 		SSHUser: "root", SSHPort: 22, Playbook: "cluster.yml", AnsiblePlaybook: "ansible-playbook",
 	}
 }
 
 func TestBuildChecksHostKeys(t *testing.T) {
-	inv, err := Build(defaults(), "/usr/bin/ansible-playbook", []string{"PATH=/usr/bin", "ANSIBLE_HOST_KEY_CHECKING=False", "ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null"})
+	inv, err := Build(defaults(), "/usr/bin/ansible-playbook", []string{"PATH=/usr/bin", "ANSIBLE_HOST_KEY_CHECKING=False", "ANSIBLE_SSH_ARGS=-o UserKnownHostsFile=/dev/null", "ANSIBLE_INVENTORY_ENABLED=yaml"})
 	require.NoError(t, err)
 	assert.Equal(t, "/usr/bin/ansible-playbook", inv.Path)
 	assert.Equal(t, []string{
@@ -30,7 +30,7 @@ func TestBuildChecksHostKeys(t *testing.T) {
 		"--private-key", "/etc/bpa/ssh/ssh-privatekey",
 		"-u", "root",
 		"-b",
-		"-e", "@/tmp/bpa/in/extra-vars.json",
+		"-e", "@/tmp/bpa/in/extra-vars.yaml",
 		"-e", `{"ansible_host_key_checking":true,"ansible_port":22,` +
 			`"ansible_ssh_args":"-o ControlMaster=auto -o ControlPersist=30m -o ConnectionAttempts=100 -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/etc/bpa/ssh/known_hosts",` +
 			`"ansible_ssh_common_args":"-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/etc/bpa/ssh/known_hosts",` +
@@ -41,6 +41,7 @@ func TestBuildChecksHostKeys(t *testing.T) {
 		"PATH=/usr/bin",
 		"ANSIBLE_HOST_KEY_CHECKING=true",
 		"ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=30m -o ConnectionAttempts=100 -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/etc/bpa/ssh/known_hosts",
+		"ANSIBLE_INVENTORY_ENABLED=ini",
 	}, inv.Env, "the inherited settings are replaced, not duplicated")
 }
 
@@ -117,7 +118,7 @@ func fixture(t *testing.T, exitCode string) (Options, string) {
 	t.Setenv("PATH", filepath.Join(dir, "bin")+":/usr/bin:/bin")
 	o := defaults()
 	o.Inventory = write("in/hosts.ini", "[all]\nm ansible_host=127.0.1.1\n", 0o644)
-	o.ExtraVars = write("in/extra-vars.json", `{"kube_pods_subnet": "10.244.0.0/16"}`, 0o644)
+	o.ExtraVars = write("in/extra-vars.yaml", `"kube_pods_subnet": !unsafe "10.244.0.0/16"`, 0o644)
 	o.SSHKey = write("ssh/ssh-privatekey", "-----BEGIN OPENSSH PRIVATE KEY-----\n", 0o400)
 	o.KnownHosts = write("ssh/known_hosts", "127.0.1.1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n", 0o400)
 	return o, record
@@ -129,13 +130,14 @@ func TestRunExecsWithoutAShell(t *testing.T) {
 	got, err := os.ReadFile(record)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
-	require.Len(t, lines, 14)
+	require.Len(t, lines, 15)
 	assert.Equal(t, []string{"-i", o.Inventory, "--private-key", o.SSHKey, "-u", "root", "-b", "-e", "@" + o.ExtraVars, "-e"}, lines[:10])
 	assert.Contains(t, lines[10], `"ansible_ssh_common_args":"-o StrictHostKeyChecking=yes -o UserKnownHostsFile=`+o.KnownHosts+`"`)
 	assert.Equal(t, "cluster.yml", lines[11])
 	assert.Equal(t, "ANSIBLE_HOST_KEY_CHECKING=true", lines[12], "the environment carries it too")
-	assert.True(t, strings.HasPrefix(lines[13], "ANSIBLE_SSH_ARGS=-o ControlMaster=auto"), lines[13])
-	assert.True(t, strings.HasSuffix(lines[13], "-o StrictHostKeyChecking=yes -o UserKnownHostsFile="+o.KnownHosts), lines[13])
+	assert.Equal(t, "ANSIBLE_INVENTORY_ENABLED=ini", lines[13])
+	assert.True(t, strings.HasPrefix(lines[14], "ANSIBLE_SSH_ARGS=-o ControlMaster=auto"), lines[14])
+	assert.True(t, strings.HasSuffix(lines[14], "-o StrictHostKeyChecking=yes -o UserKnownHostsFile="+o.KnownHosts), lines[14])
 }
 
 func TestRunFailures(t *testing.T) {
@@ -152,12 +154,19 @@ func TestRunFailures(t *testing.T) {
 			require.NoError(t, os.WriteFile(o.KnownHosts, []byte("# nothing\n\n"), 0o600))
 		}, "holds no host key: add the hosts' public keys to the SSH Secret"},
 		"bad extra vars": {"0", func(t *testing.T, o *Options) {
-			require.NoError(t, os.WriteFile(o.ExtraVars, []byte(`{"ansible_ssh_common_args": "-o StrictHostKeyChecking=no"}`), 0o644))
-		}, "ansible_ssh_common_args: BPA sets Ansible's connection variables itself"},
+			require.NoError(t, os.WriteFile(o.ExtraVars, []byte(`"ansible_ssh_common_args": !unsafe "-o StrictHostKeyChecking=no"`), 0o644))
+		}, "ansible_ssh_common_args: Forbidden: BPA sets Ansible's connection variables itself"},
+		// The vars file crossed an Argo parameter: a string Ansible would template is refused.
+		"untagged extra vars": {"0", func(t *testing.T, o *Options) {
+			require.NoError(t, os.WriteFile(o.ExtraVars, []byte(`{"kube_version": "{{ lookup('pipe', 'id') }}"}`), 0o644))
+		}, "extra-vars.yaml: extra vars: line 1: a value without an explicit tag (strings must be tagged !unsafe)"},
 		"empty inventory": {"0", func(t *testing.T, o *Options) { require.NoError(t, os.WriteFile(o.Inventory, nil, 0o644)) }, "not a non-empty file"},
-		"no playbook":     {"0", func(t *testing.T, o *Options) { o.Playbook = "scale.yml" }, "playbook: stat scale.yml"},
-		"no program":      {"0", func(t *testing.T, o *Options) { o.AnsiblePlaybook = "ansible-playbook-missing" }, "--ansible-playbook: exec"},
-		"no key":          {"0", func(t *testing.T, o *Options) { o.SSHKey = "/nonexistent/key" }, "SSH private key: stat /nonexistent/key"},
+		"hostile inventory": {"0", func(t *testing.T, o *Options) {
+			require.NoError(t, os.WriteFile(o.Inventory, []byte("[all]\nm ansible_host=127.0.1.1 ansible_connection=local\n"), 0o644))
+		}, "/in/hosts.ini: line 2: host m: only the variables ansible_host, ip, access_ip and etcd_member_name may be set"},
+		"no playbook": {"0", func(t *testing.T, o *Options) { o.Playbook = "scale.yml" }, "playbook: stat scale.yml"},
+		"no program":  {"0", func(t *testing.T, o *Options) { o.AnsiblePlaybook = "ansible-playbook-missing" }, "--ansible-playbook: exec"},
+		"no key":      {"0", func(t *testing.T, o *Options) { o.SSHKey = "/nonexistent/key" }, "SSH private key: stat /nonexistent/key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o, _ := fixture(t, tc.exit)
@@ -179,7 +188,7 @@ func TestRunFailures(t *testing.T) {
 func TestCommandFlagsMatchTheWorkflowTemplate(t *testing.T) {
 	cmd := Command()
 	// The arguments bpa-provision's run-kubespray template passes.
-	require.NoError(t, cmd.ParseFlags([]string{"--inventory=/tmp/bpa/in/hosts.ini", "--extra-vars=/tmp/bpa/in/extra-vars.json",
+	require.NoError(t, cmd.ParseFlags([]string{"--inventory=/tmp/bpa/in/hosts.ini", "--extra-vars=/tmp/bpa/in/extra-vars.yaml",
 		"--ssh-key=/etc/bpa/ssh/ssh-privatekey", "--known-hosts=/etc/bpa/ssh/known_hosts", "--ssh-user=root", "--ssh-port=22",
 		"--insecure-ignore-host-key=false", "--playbook=cluster.yml"}))
 	assert.Equal(t, "ansible-playbook", cmd.Flag("ansible-playbook").Value.String())

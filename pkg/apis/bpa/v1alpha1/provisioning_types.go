@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -102,19 +103,40 @@ type KubesprayConfig struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
 	Version string `json:"version,omitempty"`
 
-	// ExtraVars are passed to ansible-playbook in a JSON vars file (never on the command
-	// line). Values are strings; Jinja delimiters are refused because Ansible would
-	// evaluate them.
+	// ExtraVars are Ansible variables for the kubespray run: strings, numbers, booleans, and
+	// lists and maps of those (kubespray refuses known booleans such as helm_enabled given as
+	// strings). render-inventory writes them to a YAML vars file with every string tagged
+	// `!unsafe`, so Ansible never templates a CR's value; Jinja delimiters and `#jinja2:` are
+	// refused anyway. At most 100 variables; lists and maps nest at most 6 deep with at most
+	// 100 items each; strings hold at most 4096 characters; nested map keys are letters,
+	// digits and _ . : / -. (The schema cannot type a value that may be any JSON and CRD CEL
+	// rules cannot see untyped values, so config/admission/extravars.yaml checks these.)
 	// +optional
 	// +kubebuilder:validation:MaxProperties=100
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && size(k) <= 128)",message="extraVars keys must be Ansible variable names ([A-Za-z_][A-Za-z0-9_]*)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('{{') && !self[k].contains('{%') && !self[k].contains('{#'))",message="extraVars values must not contain Jinja delimiters ({{, {%, {#)"
-	ExtraVars map[string]ExtraVarValue `json:"extraVars,omitempty"`
+	ExtraVars map[string]apiextensionsv1.JSON `json:"extraVars,omitempty"`
 }
 
-// ExtraVarValue is one Ansible variable's value.
-// +kubebuilder:validation:MaxLength=4096
-type ExtraVarValue string
+// Limits and syntax of kubespray.extraVars, shared by admission (config/admission/extravars.yaml),
+// `bpa lint` and the steps that write and read the vars file.
+const (
+	// ExtraVarNamePattern: a top-level key is an Ansible variable name.
+	ExtraVarNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
+	// ExtraVarKeyPattern: a key of a nested map, such as `node-role.kubernetes.io/ingress` or
+	// `registry:5000`. No space, brace, quote, `%` or `#`, so nothing Jinja could read.
+	ExtraVarKeyPattern = `^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$`
+	// MaxExtraVarKeyLength bounds every key, top-level or nested.
+	MaxExtraVarKeyLength = 253
+	// MaxExtraVarNameLength bounds top-level keys.
+	MaxExtraVarNameLength = 128
+	// MaxExtraVarStringLength bounds every string value.
+	MaxExtraVarStringLength = 4096
+	// MaxExtraVarItems bounds every list and nested map.
+	MaxExtraVarItems = 100
+	// MaxExtraVarDepth bounds how deep lists and maps nest in one value: a list of maps of
+	// lists is 3 deep; kubespray's deepest common variable, containerd_registries_mirrors
+	// (a list of maps whose mirrors are a list of maps with a capabilities list), is 5.
+	MaxExtraVarDepth = 6
+)
 
 // InventoryFlavor picks the group layout of the rendered hosts.ini.
 // +kubebuilder:validation:Enum=kubespray;kud
@@ -133,7 +155,11 @@ type InventoryConfig struct {
 	Flavor InventoryFlavor `json:"flavor,omitempty"`
 
 	// TemplateConfigMapRef names a ConfigMap key holding a text/template (with sprig) that
-	// replaces the built-in inventory template.
+	// replaces the built-in inventory template. The ConfigMap must carry the label
+	// bpa.akraino.org/cluster=<this CR's cluster>. The rendered inventory may hold only the
+	// kubespray and KUD groups, the cluster's own hosts, and the host variables ansible_host,
+	// ip and access_ip (each the host's own IP) and etcd_member_name: no [group:vars], no
+	// Jinja.
 	// +optional
 	TemplateConfigMapRef *ConfigMapKeyReference `json:"templateConfigMapRef,omitempty"`
 }
@@ -155,11 +181,18 @@ type ConfigMapKeyReference struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.workers.all(w, w.all(n, self.masters.all(m, !(n in m) || m[n] == null || w[n] == null || !has(m[n].mac__dash__address) || !has(w[n].mac__dash__address) || m[n].mac__dash__address.lowerAscii().replace('-', ':') == w[n].mac__dash__address.lowerAscii().replace('-', ':'))))",message="a node listed in both masters and workers is one host: its mac-address must be the same in both lists"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.masters.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.workers.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: a master and a different worker name the same MAC (compared case-insensitively)"
 type ProvisioningSpec struct {
+	// The MAC uniqueness rules of masters and workers map each entry once to its normalised
+	// MAC (or, when it has none, its name, which never holds a ':'), bind that list to l
+	// through a one-element list, and compare with indexOf. The pairwise form normalised
+	// every MAC once per pair and exceeded the apiserver's per-rule cost from about 165
+	// MAC-pinned workers; this one stays within it beyond 500 (at 600 the name uniqueness
+	// rule reaches it). test/integration TestWorkerLimitIsTrue proves MaxItems' 300.
+
 	// Masters are the control-plane nodes; at least one.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=15
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within masters"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
+	// +kubebuilder:validation:XValidation:rule="[self.map(e, e.map(k, e[k] == null || !has(e[k].mac__dash__address) ? k : e[k].mac__dash__address.lowerAscii().replace('-', ':'))[0])].all(l, l.all(m, !m.contains(':') || l.indexOf(m) == l.lastIndexOf(m)))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
 	Masters []NodeEntry `json:"masters"`
 
 	// Workers are the worker nodes. A name also listed under masters is the same host with
@@ -167,7 +200,7 @@ type ProvisioningSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=300
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within workers"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
+	// +kubebuilder:validation:XValidation:rule="[self.map(e, e.map(k, e[k] == null || !has(e[k].mac__dash__address) ? k : e[k].mac__dash__address.lowerAscii().replace('-', ':'))[0])].all(l, l.all(m, !m.contains(':') || l.indexOf(m) == l.lastIndexOf(m)))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
 	Workers []NodeEntry `json:"workers,omitempty"`
 
 	// KUDPlugins are KUD add-ons installed with the cluster (ICN). They are handed to the

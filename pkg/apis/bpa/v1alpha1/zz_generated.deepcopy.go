@@ -5,6 +5,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
@@ -270,9 +271,9 @@ func (in *KubesprayConfig) DeepCopyInto(out *KubesprayConfig) {
 	*out = *in
 	if in.ExtraVars != nil {
 		in, out := &in.ExtraVars, &out.ExtraVars
-		*out = make(map[string]ExtraVarValue, len(*in))
+		*out = make(map[string]apiextensionsv1.JSON, len(*in))
 		for key, val := range *in {
-			(*out)[key] = val
+			(*out)[key] = *val.DeepCopy()
 		}
 	}
 }

@@ -1,0 +1,135 @@
+package inventory
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Groups an inventory may hold: kubespray's (roles/validate_inventory and its sample
+// inventory; calico_rr for Calico route reflectors) and the KUD layout's (templates/kud.ini.tmpl:
+// kubespray's older dashed names and KUD's own add-on groups). Anything else is a group no
+// play of BPA's targets, or one that changes how Ansible connects (kubespray's bastion).
+var allowedGroups = map[string]bool{
+	"all": true, "ungrouped": true,
+	"kube_control_plane": true, "etcd": true, "kube_node": true, "k8s_cluster": true, "calico_rr": true,
+	"kube-master": true, "kube-node": true, "k8s-cluster": true, "ovn-central": true, "ovn-controller": true, "virtlet": true,
+}
+
+// hostVars are the host variables an inventory may set. ansible_host is where Ansible
+// connects, ip the address kubespray binds to and access_ip the one other nodes use: each
+// must be the host's own IP. etcd_member_name names the host's etcd member (kubespray's
+// etcd docs set it in the inventory). Every other variable is refused: the connection
+// variables (ansible_connection=local, ansible_ssh_extra_args=-o ProxyCommand=..., ansible_user,
+// ansible_become_*) would run commands or turn checks off, and group vars ([*:vars]) could
+// set the same for every host.
+var hostVars = map[string]bool{"ansible_host": true, "ip": true, "access_ip": true, "etcd_member_name": true}
+
+// CheckInventory validates a rendered Ansible INI inventory: only the allowed groups, host
+// lines of an RFC 1123 host name and the allowed variables, no [*:vars] sections, and no
+// template marker anywhere. With hosts (render-inventory has them) every host must be one
+// of them and its IP variables its own IP; without (run-kubespray, which receives the file
+// through an Argo parameter) any IP address is taken. Errors name the line and what is
+// wrong, never the line's content.
+func CheckInventory(ini []byte, hosts []Host) error {
+	for _, m := range templateMarkers {
+		if i := bytes.Index(ini, []byte(m)); i >= 0 {
+			return fmt.Errorf("line %d: %q: Jinja delimiters and #jinja2: are refused in the inventory, because Ansible would template them", bytes.Count(ini[:i], []byte("\n"))+1, m)
+		}
+	}
+	known := map[string]string{}
+	for _, h := range hosts {
+		known[h.Name] = h.IP
+	}
+	section, children := "", false
+	// Lines that name each host, and the hosts given an address: a host without
+	// ansible_host would be reached by resolving its name, wherever that leads.
+	named, addressed := map[string]int{}, map[string]bool{}
+	for i, line := range strings.Split(string(ini), "\n") {
+		n := i + 1
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			name, ok := strings.CutSuffix(line[1:], "]")
+			if !ok {
+				return fmt.Errorf("line %d: a section header must be [group] or [group:children]", n)
+			}
+			name, kind, _ := strings.Cut(name, ":")
+			if kind != "" && kind != "children" {
+				return fmt.Errorf("line %d: only [group] and [group:children] sections are allowed (no [group:vars]: BPA sets the variables)", n)
+			}
+			if !allowedGroups[name] {
+				return fmt.Errorf("line %d: not a kubespray or KUD group (want one of %s)", n, groupList())
+			}
+			section, children = name, kind == "children"
+			continue
+		}
+		if section == "" {
+			return fmt.Errorf("line %d: a host or group outside any [group] section", n)
+		}
+		fields := strings.Fields(line)
+		if children {
+			if len(fields) != 1 || !allowedGroups[fields[0]] {
+				return fmt.Errorf("line %d: in [%s:children] each line names one kubespray or KUD group", n, section)
+			}
+			continue
+		}
+		name := fields[0]
+		if len(validation.IsDNS1123Label(name)) > 0 {
+			return fmt.Errorf("line %d: the host name must be an RFC 1123 label", n)
+		}
+		ip, isKnown := known[name]
+		if hosts != nil && !isKnown {
+			return fmt.Errorf("line %d: host %s is not one of the cluster's hosts", n, name)
+		}
+		if _, dup := named[name]; !dup {
+			named[name] = n
+		}
+		seen := map[string]bool{}
+		for _, kv := range fields[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || !hostVars[k] {
+				return fmt.Errorf("line %d: host %s: only the variables ansible_host, ip, access_ip and etcd_member_name may be set, as name=value", n, name)
+			}
+			if seen[k] {
+				return fmt.Errorf("line %d: host %s: %s is set twice", n, name, k)
+			}
+			seen[k] = true
+			addressed[name] = addressed[name] || k == "ansible_host"
+			if k == "etcd_member_name" {
+				if len(validation.IsDNS1123Label(v)) > 0 {
+					return fmt.Errorf("line %d: host %s: etcd_member_name must be an RFC 1123 label", n, name)
+				}
+				continue
+			}
+			addr := net.ParseIP(v)
+			if addr == nil || addr.String() != v {
+				return fmt.Errorf("line %d: host %s: %s must be an IP address in canonical form", n, name, k)
+			}
+			if hosts != nil && v != ip {
+				return fmt.Errorf("line %d: host %s: %s must be the host's own IP %s", n, name, k, ip)
+			}
+		}
+	}
+	for name, n := range named {
+		if !addressed[name] {
+			return fmt.Errorf("line %d: host %s has no ansible_host", n, name)
+		}
+	}
+	return nil
+}
+
+func groupList() string {
+	names := make([]string, 0, len(allowedGroups))
+	for g := range allowedGroups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
