@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/sim"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
@@ -60,8 +63,9 @@ func TestE2E(t *testing.T) {
 	t.Run("d/argo-submit-from-template", e.scenarioSubmitFrom)
 	t.Run("e/controller-killed-mid-run", e.scenarioControllerRestart)
 	t.Run("f/deleted-mid-run", e.scenarioDeleteMidRun)
-	t.Run("g/one-run-per-cluster", e.scenarioClusterMutex)
+	t.Run("g/one-provisioning-per-cluster", e.scenarioClusterMutex)
 	t.Run("h/software-updates-and-new-nodes", e.scenarioSoftware)
+	t.Run("i/claims-are-consumerRefs", e.scenarioConsumerRef)
 }
 
 // ---- scenario a: every provisioning example reaches Succeeded ----
@@ -386,36 +390,139 @@ func (e *env) scenarioDeleteMidRun(t *testing.T) {
 // ---- scenario g: two CRs of one cluster never run at once ----
 
 func (e *env) scenarioClusterMutex(t *testing.T) {
-	// Two CRs naming the same cluster and hosts, as ICN's samples do for cluster-xyz.
+	// Two CRs naming the same cluster and hosts, as ICN's samples do for cluster-xyz: the
+	// older one holds the cluster; the other is Stalled, names the holder and touches
+	// nothing (no Workflow, no claim) until the holder is deleted, then takes over.
 	a := e.newCluster(t, "shared", 160, 1, 1)
 	b := a.DeepCopy()
 	b.Name = "shared-b"
 	e.create(t, a)
+	e.assertProvisioned(t, e.waitPhase(t, a.Name, bpav1.PhaseSucceeded))
 	e.create(t, b)
+	stalled := &bpav1.Provisioning{}
+	e.waitFor(t, stalled, b.Name, func() bool {
+		c := meta.FindStatusCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
+		return c != nil && c.Reason == policy.ReasonClusterHeldByOther
+	}, "the second Provisioning of the cluster to stall")
+	assert.Contains(t, stalled.Status.Message, "cluster shared is held by Provisioning shared")
+	assert.Empty(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, b.Name), "the second one starts no run")
+
+	// Runs of one cluster never overlap, whoever starts them: the holder's rerun and an
+	// ad-hoc run of the same cluster queue on the cluster's mutex.
+	held := &bpav1.Provisioning{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: a.Name}, held))
+	held.Annotations = map[string]string{bpav1.RerunAnnotation: "1"}
+	require.NoError(t, e.Client.Update(e.ctx, held))
+	out, err := e.Rig.Argo(e.ctx, "submit", "-n", e.Namespace, "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+a.Name)
+	require.NoError(t, err, out)
 	deadline := time.Now().Add(runTimeout)
 	for {
 		list := &wfv1.WorkflowList{}
-		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ClusterNameLabel: a.Labels["cluster"]}))
+		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: a.Name}))
+		// An ad-hoc run looks its CR up before it takes the cluster's mutex: what must
+		// never overlap is the steps that act on the cluster.
 		running, done := 0, 0
 		for _, wf := range list.Items {
-			switch {
-			case wf.Status.Phase == wfv1.WorkflowRunning:
-				running++
-			case wf.Status.Fulfilled():
+			if wf.Status.Fulfilled() {
 				done++
 			}
+			for _, n := range wf.Status.Nodes {
+				if n.Type == wfv1.NodeTypePod && n.Phase == wfv1.NodeRunning && !strings.HasPrefix(n.DisplayName, "lookup") {
+					running++
+					break
+				}
+			}
 		}
-		require.LessOrEqual(t, running, 1, "two Workflows of one cluster are running at once")
-		if done == 2 {
+		require.LessOrEqual(t, running, 1, "two Workflows of one cluster are acting on it at once")
+		if done == 3 {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "both runs should finish")
+		require.True(t, time.Now().Before(deadline), "every run should finish")
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, p := range []*bpav1.Provisioning{a, b} {
-		e.assertProvisioned(t, e.waitPhase(t, p.Name, bpav1.PhaseSucceeded))
-	}
+
+	require.NoError(t, e.Client.Delete(e.ctx, held))
+	e.waitGone(t, held)
+	e.assertProvisioned(t, e.waitPhase(t, b.Name, bpav1.PhaseSucceeded))
 }
+
+// ---- scenario i: claims are metal3's spec.consumerRef ----
+
+// A host another consumer (Cluster API's Metal3 provider) holds is never taken and the CR
+// names it; two Provisionings racing for one host never both get it; deleting one releases
+// only its own claims; `kubectl get bmh` shows the consumer.
+func (e *env) scenarioConsumerRef(t *testing.T) {
+	taken := e.newCluster(t, "capm3-host", 200, 1, 0)
+	host := &metal3v1.BareMetalHost{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: "capm3-host-m1"}, host))
+	capm3 := &corev1.ObjectReference{APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "Metal3Machine", Namespace: e.Namespace, Name: "workload-cp-0"}
+	host.Spec.ConsumerRef = capm3
+	require.NoError(t, e.Client.Update(e.ctx, host))
+
+	// Two clusters want the one free host of a rack (by resources, through a selector).
+	racers := e.newCluster(t, "race-host", 210, 1, 0)
+	rack := &metal3v1.BareMetalHost{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: "race-host-m1"}, rack))
+	rack.Labels = map[string]string{"rack": "race"}
+	require.NoError(t, e.Client.Update(e.ctx, rack))
+	var race []*bpav1.Provisioning
+	for _, name := range []string{"race-a", "race-b"} {
+		p := racers.DeepCopy()
+		p.Name, p.Labels = name, map[string]string{"cluster": name}
+		p.Spec.Masters = []bpav1.NodeEntry{{"m1": {CPU: ptrInt32(4)}}}
+		p.Spec.MasterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "race"}}
+		race = append(race, p)
+	}
+	e.create(t, taken)
+	for _, p := range race {
+		e.create(t, p)
+	}
+
+	failed := e.waitPhase(t, taken.Name, bpav1.PhaseFailed)
+	assert.Contains(t, failed.Status.Message, "BareMetalHost capm3-host-m1 is used by Metal3Machine "+e.Namespace+"/workload-cp-0")
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(host), host))
+	assert.Equal(t, capm3, host.Spec.ConsumerRef, "another consumer's host is left alone")
+
+	var winner, loser *bpav1.Provisioning
+	for _, p := range race {
+		got := &bpav1.Provisioning{}
+		e.waitFor(t, got, p.Name, func() bool { return got.Status.Phase == bpav1.PhaseSucceeded || got.Status.Phase == bpav1.PhaseFailed }, "the race to end")
+		if got.Status.Phase == bpav1.PhaseSucceeded {
+			require.Nil(t, winner, "both Provisionings got the one host")
+			winner = got
+		} else {
+			loser = got
+		}
+	}
+	require.NotNil(t, winner, "one of the two gets the host")
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(rack), rack))
+	require.NotNil(t, rack.Spec.ConsumerRef)
+	assert.Equal(t, winner.UID, rack.Spec.ConsumerRef.UID, "the host names the winner")
+	assert.Equal(t, winner.Name, rack.Spec.ConsumerRef.Name)
+	assert.Contains(t, loser.Status.Message, "used by another consumer", "the loser finds the host taken")
+
+	out, err := exec.CommandContext(e.ctx, "kubectl", "--kubeconfig", e.Rig.Kubeconfig, "-n", e.Namespace, "get", "bmh", rack.Name).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Regexp(t, `CONSUMER`, string(out))
+	assert.Regexp(t, rack.Name+`\s+.*\b`+winner.Name+`\b`, string(out), "kubectl get bmh shows the consumer")
+
+	// The loser's deletion releases nothing of the winner's; the winner's releases its own.
+	require.NoError(t, e.Client.Delete(e.ctx, loser))
+	e.waitGone(t, loser)
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(rack), rack))
+	assert.Equal(t, winner.UID, rack.Spec.ConsumerRef.UID)
+	for _, p := range []*bpav1.Provisioning{winner, failed} {
+		require.NoError(t, e.Client.Delete(e.ctx, p))
+		e.waitGone(t, p)
+	}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(rack), rack))
+	assert.Nil(t, rack.Spec.ConsumerRef, "released")
+	assert.Empty(t, rack.Labels[bpav1.HostClaimLabel])
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(host), host))
+	assert.Equal(t, capm3, host.Spec.ConsumerRef, "never released by BPA")
+}
+
+func ptrInt32(v int32) *int32 { return &v }
 
 // ---- scenario h: Software edits touch only the hosts that differ; new nodes get it ----
 
