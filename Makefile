@@ -7,7 +7,8 @@ export PATH := $(BIN):$(PATH)
 # Argo's web UI takes one package (argo-ui) from GitHub. Where GitHub is out of reach, point
 # this at that package's source tarball (see hack/build-tools.sh); by default the copy
 # beside the repository in CI is used when present, and GitHub otherwise.
-BPA_ARGO_UI_TARBALL ?= $(abspath $(wildcard ../shared/vendor/argo-ui/argo-ui-54f36c7.tgz))
+# Where GitHub is out of reach, BPA_ARGO_UI_TARBALL names a copy of the one UI dependency
+# GitHub serves (argoproj/argo-ui at 54f36c7); .ci/run sets it.
 export BPA_ARGO_UI_TARBALL
 
 .PHONY: all

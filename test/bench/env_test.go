@@ -110,6 +110,12 @@ func (e *env) createProvisionings(b *testing.B, ns string, n int) []*bpav1.Provi
 	crs := make([]*bpav1.Provisioning, n)
 	must(b, parallel(n, func(ctx context.Context, i int) error {
 		crs[i] = newProvisioning(ns, i)
+		// Each cluster's SSH Secret, with its owner's consent, as a site has it before a run.
+		cluster := crs[i].Labels[bpav1.ClusterLabel]
+		if err := e.client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-ssh",
+			Labels: map[string]string{bpav1.ClusterNameLabel: cluster}}}); err != nil {
+			return err
+		}
 		return e.client.Create(ctx, crs[i])
 	}), "creating Provisionings")
 	return crs
