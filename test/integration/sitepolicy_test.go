@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +53,11 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	assert.Contains(t, err.Error(), "spec.kubespray.image: Forbidden: registry.evil/kubespray is not allowed by BPAPolicy default")
 
 	grant() // tightened: the default image only, still metal3
+	attempt := 0
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return c.Create(ctx, prov("probe", "registry.site/kubespray")) != nil, nil
+		attempt++ // a probe admitted before the policy changed must not be mistaken for a refusal
+		err := c.Create(ctx, prov(fmt.Sprintf("probe-%d", attempt), "registry.site/kubespray"))
+		return err != nil && strings.Contains(err.Error(), "Forbidden"), nil
 	}), "the tightened policy never took effect")
 
 	p := &bpav1.Provisioning{}

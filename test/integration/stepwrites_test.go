@@ -83,7 +83,9 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 	// The policy loads asynchronously: wait until a spec change by the step is refused.
 	probe := newHost("probe")
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return patch(discover, probe, func(h *metal3v1.BareMetalHost) { h.Spec.Online = false }) != nil, nil
+		// Toggle: a patch that went through before the policy loaded must not make the
+		// next one a no-op, which any policy lets pass.
+		return patch(discover, probe, func(h *metal3v1.BareMetalHost) { h.Spec.Online = !h.Spec.Online }) != nil, nil
 	}), "the step-writes policy never took effect")
 
 	t.Run("discover-hosts may not power a host off, reimage it or point it at another BMC", func(t *testing.T) {
