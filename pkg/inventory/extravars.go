@@ -291,15 +291,16 @@ func varsNode(v any) (*yaml.Node, error) {
 // !unsafe, every other scalar explicitly tagged bool, int or float; no anchors, aliases or
 // other tags) whose variables pass the same checks as extraVars at admission.
 func CheckExtraVars(data []byte) error {
-	vars, err := readVars(data)
+	vars, err := ReadVars(data)
 	if err != nil {
 		return err
 	}
 	return checkVars(vars)
 }
 
-// readVars parses a vars file into its decoded-JSON form.
-func readVars(data []byte) (map[string]any, error) {
+// ReadVars parses a vars file (the YAML MarshalVars writes, and nothing else) into its
+// decoded-JSON form.
+func ReadVars(data []byte) (map[string]any, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {

@@ -122,3 +122,18 @@ func TestEtcdMembers(t *testing.T) {
 	_, err = EtcdMembers(nil, nil)
 	assert.Error(t, err)
 }
+
+func TestProfileForImage(t *testing.T) {
+	for image, minor := range map[string]string{
+		"quay.io/kubespray/kubespray:v2.28.0":                 "v2.28",
+		"registry.local:5000/kubespray:v2.27.1@sha256:abcdef": "v2.27",
+	} {
+		p, _, err := ProfileForImage(image)
+		require.NoError(t, err, image)
+		assert.Equal(t, minor, p.Minor, image)
+	}
+	for _, image := range []string{"registry.local:5000/kubespray", "quay.io/kubespray/kubespray:latest"} {
+		_, _, err := ProfileForImage(image)
+		assert.ErrorContains(t, err, "v2.28.0", image)
+	}
+}

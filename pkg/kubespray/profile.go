@@ -141,6 +141,17 @@ func ProfileFor(version string) (*Profile, int, error) {
 	return nil, 0, fmt.Errorf("kubespray %q is not supported: want one of %s", version, strings.Join(Versions(), ", "))
 }
 
+// ProfileForImage returns the profile of the release a kubespray image is tagged with
+// (registry:port/kubespray/kubespray:v2.28.0@sha256:...; a digest does not change the release).
+func ProfileForImage(image string) (*Profile, int, error) {
+	ref, _, _ := strings.Cut(image, "@")
+	_, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+	if tag == "" {
+		return nil, 0, fmt.Errorf("image %q has no tag naming its kubespray release (want one of %s)", image, strings.Join(Versions(), ", "))
+	}
+	return ProfileFor(tag)
+}
+
 // ParseKubeVersion reads "1.32.5" or "v1.32.5".
 func ParseKubeVersion(s string) (KubeVersion, error) {
 	m := kubeVersion.FindStringSubmatch(s)

@@ -96,3 +96,47 @@ func TestIgnoreAssertErrors(t *testing.T) {
 	assert.NotEmpty(t, p.CheckInventory(even, map[string]any{"ignore_assert_errors": false}, patch))
 	assert.Empty(t, p.CheckInventory(even, map[string]any{"ignore_assert_errors": "yes"}, patch), "kubespray's add-a-control-plane-node procedure runs with -e ignore_assert_errors=yes")
 }
+
+// TestPlaybookRules: what each playbook checks before it changes a host, citing the task
+// (playbooks/remove_node.yml, playbooks/reset.yml, roles/kubernetes/preinstall/tasks/
+// 0040-verify-settings.yml for --limit).
+func TestPlaybookRules(t *testing.T) {
+	inv := Inventory{"all": {"m1", "m2", "m3", "w1", "w2"}, "kube_control_plane": {"m1", "m2", "m3"}, "etcd": {"m1", "m2", "m3"},
+		"kube_node": {"w1", "w2"}, "k8s_cluster": {"m1", "m2", "m3", "w1", "w2"}}
+	none := func(string) bool { return false }
+	for _, tc := range []struct {
+		name   string
+		op     Operation
+		cached func(string) bool
+		task   string
+		msg    string
+	}{
+		{"remove without node", Operation{Playbook: Remove, Vars: map[string]any{"skip_confirmation": true}}, none,
+			"Assert that nodes are specified for removal", "No nodes specified for removal. The `node` variable must be set explicitly."},
+		{"remove unconfirmed", Operation{Playbook: Remove, Vars: map[string]any{"node": "w1"}}, none,
+			"Fail if user does not confirm deletion", "Delete nodes confirmation failed"},
+		{"remove first control plane", RemoveNodes([]string{"w1", "m1"}, false, ""), none,
+			"Post node removal", "Currently cannot remove first control plane node or first etcd node"},
+		{"reset unconfirmed", Operation{Playbook: Reset}, none,
+			"Check confirmation", "Reset confirmation failed"},
+		{"scale --limit without facts", ScaleNodes([]string{"w2"}, ""), func(h string) bool { return h != "m2" },
+			"Stop if any host not in '--limit' does not have a fact cache", "The following excluded hosts are not cached: m2"},
+		{"cluster --limit group without facts", Operation{Playbook: Cluster, Limit: []string{"kube_control_plane"}}, none,
+			"Stop if any host not in '--limit' does not have a fact cache", "Please run the facts.yml playbook first without '--limit'."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, patch, _ := ProfileFor("v2.28.0")
+			errs := p.CheckPlaybook(tc.op, inv, nil, patch, tc.cached)
+			require.NotEmpty(t, errs)
+			v := errs[0].(Violation)
+			assert.Equal(t, tc.task, v.Task)
+			assert.Contains(t, v.Msg, tc.msg)
+		})
+	}
+	p, patch, _ := ProfileFor("v2.28.0")
+	all := func(string) bool { return true }
+	for _, op := range []Operation{CreateCluster(""), GatherFacts(""), ScaleNodes([]string{"w2"}, ""), RemoveNodes([]string{"w2", "m2"}, true, ""), UpgradeCluster(""), ResetCluster("")} {
+		assert.Empty(t, p.CheckPlaybook(op, inv, nil, patch, all), "%s with every fact cached", op.Playbook)
+	}
+	assert.Empty(t, p.CheckPlaybook(ScaleNodes([]string{"w2"}, ""), inv, map[string]any{"ignore_assert_errors": true}, patch, none))
+}

@@ -164,9 +164,7 @@ func (o Options) hostKeyArgs() string {
 
 // Operation returns the kubespray release's profile and the operation o asks for.
 func (o Options) Operation() (*kubespray.Profile, kubespray.Operation, error) {
-	ref, _, _ := strings.Cut(o.KubesprayImage, "@") // a digest does not change the release
-	_, tag, _ := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
-	p, _, err := kubespray.ProfileFor(tag)
+	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
 	if err != nil {
 		return nil, kubespray.Operation{}, fmt.Errorf("--kubespray-image %q: %w", o.KubesprayImage, err)
 	}
