@@ -217,14 +217,27 @@ func readVars(extra []string) (map[string]any, string, error) {
 	return vars, file, nil
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// Play is a run that passed kubespray's checks.
+type Play struct {
+	a        playbookArgs
+	profile  *kubespray.Profile
+	patch    int
+	op       kubespray.Operation
+	inv      *inventory
+	factsDir string
+}
+
+// Check does what happens before kubespray touches a host: it reads the arguments, the
+// vars and (with the real ansible-inventory) the inventory, records the run when asked, and
+// refuses what kubespray refuses. Tests of `bpa plan`'s output use it alone.
+func Check(args []string) (*Play, error) {
 	a, err := parseArgs(args)
 	if err != nil {
-		return fmt.Errorf("ansible-playbook arguments: %w", err)
+		return nil, fmt.Errorf("ansible-playbook arguments: %w", err)
 	}
 	if f := os.Getenv(EnvFailFile); f != "" {
 		if _, err := os.Stat(f); err == nil {
-			return fmt.Errorf("TASK [kubernetes/control-plane : kubeadm init] fatal: injected failure (%s exists)", f)
+			return nil, fmt.Errorf("TASK [kubernetes/control-plane : kubeadm init] fatal: injected failure (%s exists)", f)
 		}
 	}
 	image := os.Getenv(EnvImage)
@@ -233,12 +246,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	profile, patch, err := kubespray.ProfileForImage(image)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	op := kubespray.Operation{}
 	pb, ok := profile.PlaybookOf(a.playbook)
 	if !ok {
-		return fmt.Errorf("ERROR! the playbook: %s could not be found (kubespray %s)", a.playbook, profile.Minor)
+		return nil, fmt.Errorf("ERROR! the playbook: %s could not be found (kubespray %s)", a.playbook, profile.Minor)
 	}
 	op.Playbook = pb
 	if a.limit != "" {
@@ -246,14 +259,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	vars, varsFile, err := readVars(a.extraVars)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := record(args, op, a.inventory, varsFile); err != nil {
-		return err
+		return nil, err
 	}
 	inv, err := readInventory(a.inventory)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	factsDir := os.Getenv(EnvFactsDir)
 	if factsDir == "" {
@@ -265,8 +278,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err == nil && json.Unmarshal(data, &facts) == nil && facts["ansible_default_ipv4"] != nil
 	}
 	if errs := profile.CheckPlaybook(op, inv.groups, vars, patch, cached); len(errs) > 0 {
-		return fmt.Errorf("SIMULATED kubespray %s.%d refuses what kubespray refuses: %w", profile.Minor, patch, errs[0])
+		return nil, fmt.Errorf("SIMULATED kubespray %s.%d refuses what kubespray refuses: %w", profile.Minor, patch, errs[0])
 	}
+	return &Play{a: a, profile: profile, patch: patch, op: op, inv: inv, factsDir: factsDir}, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	pl, err := Check(args)
+	if err != nil {
+		return err
+	}
+	a, inv, pb, op, factsDir := pl.a, pl.inv, pl.op.Playbook, pl.op, pl.factsDir
+	profile, patch := pl.profile, pl.patch
 	fmt.Fprintf(out, "SIMULATED kubespray %s.%d %s: %d hosts, control plane %v\n", profile.Minor, patch, a.playbook, len(inv.hosts), inv.masters)
 
 	if err := loginEverywhere(ctx, a, inv); err != nil {

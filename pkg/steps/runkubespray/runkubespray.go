@@ -162,6 +162,31 @@ func (o Options) hostKeyArgs() string {
 	return "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + o.KnownHosts
 }
 
+// ForOperation returns the options the WorkflowTemplate gives the step for op, from the
+// Workflow's parameters (translator.ProvisioningParameters): `bpa plan` builds its argv
+// with them, so what it prints is what the step runs.
+func ForOperation(params map[string]string, op kubespray.Operation) (Options, error) {
+	o := DefaultOptions()
+	o.KubesprayImage, o.SSHUser = params["kubespray-image"], params["ssh-user"]
+	if _, err := fmt.Sscan(params["ssh-port"], &o.SSHPort); err != nil {
+		return o, fmt.Errorf("ssh-port %q: %w", params["ssh-port"], err)
+	}
+	o.InsecureIgnoreHostKey = params["insecure-ignore-host-key"] == "true"
+	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
+	if err != nil {
+		return o, err
+	}
+	o.Playbook, o.Limit = p.Playbooks[op.Playbook], strings.Join(op.Limit, ",")
+	if len(op.Vars) > 0 {
+		b, err := json.Marshal(op.Vars)
+		if err != nil {
+			return o, err
+		}
+		o.PlaybookVars = string(b)
+	}
+	return o, nil
+}
+
 // Operation returns the kubespray release's profile and the operation o asks for.
 func (o Options) Operation() (*kubespray.Profile, kubespray.Operation, error) {
 	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
