@@ -77,7 +77,12 @@ func (p *Profile) CheckInventory(inv Inventory, vars map[string]any, patch int) 
 		for _, k := range KnownBooleans {
 			if v, ok := vars[k]; ok {
 				if _, isBool := v.(bool); !isBool {
-					fail("Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")", fmt.Sprintf("%v isn't a bool (%s)", v, k))
+					// v2.27 loops with msg "{{ item.value }} isn't a bool"; v2.28 asserts each without a msg.
+					msg := fmt.Sprintf("%v isn't a bool (%s)", v, k)
+					if p.ValidateRole != "" {
+						msg = fmt.Sprintf("Assertion failed (%s | type_debug == 'bool')", k)
+					}
+					fail("Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")", msg)
 				}
 			}
 		}

@@ -38,7 +38,7 @@ func TestRules(t *testing.T) {
 		{"v2.28.0", groups([]string{"m1"}, []string{}, []string{"w1"}), nil,
 			"Stop if etcd group is empty in external etcd mode", "Group 'etcd' cannot be empty in external etcd mode"},
 		{"v2.28.0", ok, map[string]any{"helm_enabled": "true"},
-			"Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")", "true isn't a bool (helm_enabled)"},
+			"Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")", "Assertion failed (helm_enabled | type_debug == 'bool')"},
 		{"v2.27.0", ok, map[string]any{"download_run_once": "false"},
 			"Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")", "false isn't a bool (download_run_once)"},
 		{"v2.28.0", ok, map[string]any{"kube_version": "v1.32.5"},

@@ -75,7 +75,7 @@ func TestRefusesWhatKubesprayRefuses(t *testing.T) {
 	}{
 		{"even etcd", env, nil, nil, []string{"cluster.yml"}, "TASK [validate_inventory : Stop if even number of etcd hosts]"},
 		{"string boolean", env, cluster, map[string]any{"helm_enabled": "true"}, []string{"cluster.yml"},
-			"Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")] fatal: FAILED! => true isn't a bool (helm_enabled)"},
+			"Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")] fatal: FAILED! => Assertion failed (helm_enabled | type_debug == 'bool')"},
 		{"v prefix under v2.28", env, cluster, map[string]any{"kube_version": "v1.32.5"}, []string{"cluster.yml"},
 			"Stop if some versions have a 'v' left at the start] fatal: FAILED! => All version string used in kubespray have been normalized to not use a leading 'v'."},
 		{"no v under v2.27", map[string]string{EnvFactsDir: facts, EnvImage: "quay.io/kubespray/kubespray:v2.27.0"}, cluster, map[string]any{"kube_version": "1.31.4"}, []string{"cluster.yml"},
