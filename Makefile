@@ -65,6 +65,10 @@ demo: deps tools ## Provision the example cluster on an embedded control plane (
 deploy: ## Apply CRDs, RBAC, the admission policy, the controller and the WorkflowTemplates to the current kubeconfig
 	kubectl apply --server-side -k config/
 
+.PHONY: kubespray-check
+kubespray-check: build ## Run a kubespray checkout's validate_inventory on every example's bpa plan (KUBESPRAY_DIR=...; not part of make test)
+	hack/kubespray-check.sh
+
 .PHONY: help
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

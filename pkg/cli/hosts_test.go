@@ -57,7 +57,7 @@ func TestHostsICNE2E(t *testing.T) {
 	args := []string{"hosts", "-f", hostsTestdata + "lease-provisioning.yaml", "--bmh", inspectedHost}
 	out, _, err := bpa(t, append(args, "--leases", expiredLeases, "--now", leaseTime)...)
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"name": "edge-m1", "roles": ["master", "worker"], "mac": "52:54:0a:40:00:01",
+	assert.JSONEq(t, `[{"name": "edge-m1", "roles": ["master", "worker"], "etcd": true, "mac": "52:54:0a:40:00:01",
 		"bareMetalHost": "edge-host-1", "ip": "10.20.0.31"}]`, out)
 
 	// After the leases ended there is no address.
@@ -91,7 +91,7 @@ func TestHostsTrickyLeases(t *testing.T) {
 		"--leases", trickyLeases, "--format", "isc", "--now", "2019-08-08T22:30:00Z")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
-		{"name": "master-1", "roles": ["master", "worker"], "mac": "52:54:00:00:00:01", "bareMetalHost": "t-01", "ip": "10.0.0.11"},
+		{"name": "master-1", "roles": ["master", "worker"], "mac": "52:54:00:00:00:01", "bareMetalHost": "t-01", "ip": "10.0.0.11", "etcd": true},
 		{"name": "worker-1", "roles": ["worker"], "mac": "52:54:00:ab:cd:07", "bareMetalHost": "t-07", "ip": "10.0.0.70"},
 		{"name": "worker-2", "roles": ["worker"], "mac": "52:54:00:00:00:06", "bareMetalHost": "t-06", "ip": "10.0.0.60"}]`, out)
 
@@ -134,7 +134,8 @@ func TestHostsFirstFitTrap(t *testing.T) {
     ],
     "mac": "52:54:00:00:00:08",
     "ip": "127.0.1.18",
-    "bareMetalHost": "node-08"
+    "bareMetalHost": "node-08",
+    "etcd": true
   },
   {
     "name": "worker-1",
@@ -162,7 +163,7 @@ func TestHostsErrorStateHosts(t *testing.T) {
 	out, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-resources.yaml", "--bmh", hostsTestdata+"error-hosts.yaml")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
-		{"name": "master-1", "roles": ["master"], "mac": "52:54:00:00:10:07", "bareMetalHost": "small", "ip": "10.0.0.7"},
+		{"name": "master-1", "roles": ["master"], "mac": "52:54:00:00:10:07", "bareMetalHost": "small", "ip": "10.0.0.7", "etcd": true},
 		{"name": "worker-1", "roles": ["worker"], "mac": "52:54:00:00:10:06", "bareMetalHost": "medium", "ip": "10.0.0.6"},
 		{"name": "worker-2", "roles": ["worker"], "mac": "52:54:00:00:10:05", "bareMetalHost": "big-sriov-qat", "ip": "10.0.0.5"}]`, out)
 

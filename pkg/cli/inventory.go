@@ -27,20 +27,9 @@ func init() {
 				if err != nil {
 					return err
 				}
-				opts := inventory.Options{Flavor: bpav1.InventoryFlavor(flavor)}
-				inv := p.Spec.Inventory
-				if opts.Flavor == "" && inv != nil {
-					opts.Flavor = inv.Flavor
-				}
-				if templateFile != "" {
-					text, err := os.ReadFile(templateFile)
-					if err != nil {
-						return &ExitError{Code: 1, Err: err}
-					}
-					opts.Template, opts.TemplateName = string(text), templateFile
-				} else if inv != nil && inv.TemplateConfigMapRef != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: Provisioning %s renders with the template in ConfigMap %s; "+
-						"this uses the built-in one (give the template with --template FILE)\n", p.Name, inv.TemplateConfigMapRef.Name)
+				opts, err := inventoryOptions(cmd, p, flavor, templateFile)
+				if err != nil {
+					return err
 				}
 				ini, warnings, err := inventory.Render(hosts, opts)
 				if err != nil {
@@ -58,4 +47,26 @@ func init() {
 		cmd.Flags().StringVar(&templateFile, "template", "", "text/template file to render instead of the built-in template")
 		return cmd
 	})
+}
+
+// inventoryOptions are the CR's inventory settings as render-inventory reads them, with
+// the flavour and template file given on the command line instead, if any. A template in
+// a ConfigMap cannot be read offline: the built-in one is used, with a warning.
+func inventoryOptions(cmd *cobra.Command, p *bpav1.Provisioning, flavor, templateFile string) (inventory.Options, error) {
+	opts := inventory.Options{Flavor: bpav1.InventoryFlavor(flavor)}
+	inv := p.Spec.Inventory
+	if opts.Flavor == "" && inv != nil {
+		opts.Flavor = inv.Flavor
+	}
+	if templateFile != "" {
+		text, err := os.ReadFile(templateFile)
+		if err != nil {
+			return opts, &ExitError{Code: 1, Err: err}
+		}
+		opts.Template, opts.TemplateName = string(text), templateFile
+	} else if inv != nil && inv.TemplateConfigMapRef != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: Provisioning %s renders with the template in ConfigMap %s; "+
+			"this uses the built-in one (give the template with --template FILE)\n", p.Name, inv.TemplateConfigMapRef.Name)
+	}
+	return opts, nil
 }

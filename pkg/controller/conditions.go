@@ -20,8 +20,9 @@ const (
 	ReasonEvenEtcdCount          = "EvenEtcdCount"
 	ReasonOddEtcdCount           = "OddEtcdCount"
 
-	// ConditionEtcdQuorum warns when the masters (the etcd members) are an even number,
-	// which tolerates no more failures than one member fewer.
+	// ConditionEtcdQuorum says which masters run etcd and how many failures they tolerate
+	// (kubespray.EtcdMembers: always an odd number, as kubespray requires); False with the
+	// reason when the spec's etcd choice is not one kubespray accepts.
 	ConditionEtcdQuorum = "EtcdQuorum"
 )
 

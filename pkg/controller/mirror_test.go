@@ -9,6 +9,7 @@ import (
 	"github.com/argoproj/argo-workflows/v3/workflow/packer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -198,4 +199,23 @@ func keys(nodes wfv1.Nodes) []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// EtcdQuorum says which masters run etcd: the largest odd number, first in CR order (two
+// masters: the first), as discover-hosts records and the inventory's [etcd] holds.
+func TestEtcdQuorumNamesTheMembers(t *testing.T) {
+	for _, tc := range []struct {
+		masters []bpav1.NodeEntry
+		want    string
+	}{
+		{[]bpav1.NodeEntry{{"m2": nil}, {"m1": nil}}, "1 etcd members tolerate 0 failures: m2 (of 2 masters)"},
+		{[]bpav1.NodeEntry{{"d": nil}, {"a": nil}, {"c": nil}, {"b": nil}}, "3 etcd members tolerate 1 failures: d, a, c (of 4 masters)"},
+		{[]bpav1.NodeEntry{{"a": nil}, {"b": {Etcd: new(bool)}}, {"c": nil}}, "2 masters run etcd"},
+	} {
+		p := &bpav1.Provisioning{Spec: bpav1.ProvisioningSpec{Masters: tc.masters}}
+		observeProvisioning(p, "c1", Observation{})
+		c := meta.FindStatusCondition(p.Status.Conditions, ConditionEtcdQuorum)
+		require.NotNil(t, c)
+		assert.Contains(t, c.Message, tc.want)
+	}
 }

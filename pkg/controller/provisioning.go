@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -108,14 +109,22 @@ func observeProvisioning(obj runObject, cluster string, o Observation) {
 			p.Status.KubeconfigSecretName = cluster + "-kubeconfig"
 		}
 	}
-	etcd := len(p.Spec.Masters)
-	if etcd%2 == 0 {
-		setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionFalse, ReasonEvenEtcdCount,
-			fmt.Sprintf("%d masters run %d etcd members, which tolerate no more failures than %d; use an odd number", etcd, etcd, etcd-1))
-	} else {
-		setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionTrue, ReasonOddEtcdCount,
-			fmt.Sprintf("%d etcd members tolerate %d failures", etcd, (etcd-1)/2))
+	// Who runs etcd is the spec's choice (kubespray.EtcdMembers), the same that
+	// discover-hosts records in status.hosts[].etcd and the inventory's [etcd] follows.
+	nodes, err := hostmatch.Nodes(&p.Spec)
+	var members []string
+	for _, n := range nodes {
+		if n.Etcd {
+			members = append(members, n.Name)
+		}
 	}
+	if err != nil {
+		setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionFalse, ReasonEvenEtcdCount, err.Error())
+		return
+	}
+	etcd := len(members)
+	setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionTrue, ReasonOddEtcdCount,
+		fmt.Sprintf("%d etcd members tolerate %d failures: %s (of %d masters)", etcd, (etcd-1)/2, strings.Join(members, ", "), len(p.Spec.Masters)))
 }
 
 // admitProvisioning checks, right before a run, what admission could not or may no longer

@@ -111,7 +111,7 @@ workers:
 `), Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, []bpav1.HostStatus{
-		{Name: "master", Roles: []string{"master"}, MAC: "00:c6:14:04:61:b2", BareMetalHost: "host-a"},
+		{Name: "master", Roles: []string{"master"}, MAC: "00:c6:14:04:61:b2", BareMetalHost: "host-a", Etcd: true},
 		{Name: "worker-1", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b1", BareMetalHost: "host-b"},
 		{Name: "worker-2", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b2", BareMetalHost: "host-c"},
 	}, got)
@@ -375,11 +375,48 @@ workers: [{b: {mac-address: 00-00-00-00-00-01}}]`, "nodes a and b both name mac-
 		"no masters":   {`masters: []`, "at least one master"},
 		"zero memory":  {`masters: [{a: {memory: "0"}}]`, "node a: memory 0: must be positive"},
 		"negative cpu": {`masters: [{a: {cpu: -1}}]`, "node a: cpu must be at least 1"},
+		"etcd on a worker": {`
+masters: [{a: }]
+workers: [{a: }, {b: {etcd: true}}]`, "workers[1]: node b: etcd applies to masters only"},
+		"explicit even etcd": {`masters: [{a: }, {b: {etcd: true}}, {c: {etcd: false}}]`, "2 masters run etcd"},
+		"no etcd member":     {`masters: [{a: {etcd: false}}]`, "0 masters run etcd"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Nodes(spec(t, tc.spec))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// kubespray refuses an even etcd ("Stop if even number of etcd hosts"): without a choice in
+// the CR, etcd runs on the largest odd number of masters, the first in CR order (not name
+// order); with one, on the masters not marked etcd: false.
+func TestEtcdMembership(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spec string
+		want []string
+	}{
+		"one":           {`masters: [{m1: }]`, []string{"m1"}},
+		"two":           {`masters: [{m2: }, {m1: }]`, []string{"m2"}},
+		"three":         {`masters: [{m3: }, {m1: }, {m2: }]`, []string{"m3", "m1", "m2"}},
+		"four CR order": {`masters: [{m-c: }, {m-a: }, {m-d: }, {m-b: }]`, []string{"m-c", "m-a", "m-d"}},
+		"four, one out": {`masters: [{m-c: }, {m-a: {etcd: false}}, {m-d: }, {m-b: }]`, []string{"m-c", "m-d", "m-b"}},
+		"two, one said": {`masters: [{m1: {etcd: false}}, {m2: }]`, []string{"m2"}},
+		"worker no etcd": {`
+masters: [{m1: }]
+workers: [{w1: }, {m1: }]`, []string{"m1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes, err := Nodes(spec(t, tc.spec))
+			require.NoError(t, err)
+			var got []string
+			for _, n := range nodes {
+				if n.Etcd {
+					got = append(got, n.Name)
+				}
+			}
+			assert.Equal(t, tc.want, got)
 		})
 	}
 }

@@ -279,7 +279,7 @@ func MatchNodes(nodes []Node, sel Selectors, cluster Claimant, bmhs []metal3v1.B
 		if mac == "" {
 			mac = h.mac
 		}
-		out[i] = bpav1.HostStatus{Name: n.Name, Roles: n.Roles(), MAC: mac, BareMetalHost: h.name}
+		out[i] = bpav1.HostStatus{Name: n.Name, Roles: n.Roles(), MAC: mac, BareMetalHost: h.name, Etcd: n.Etcd}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

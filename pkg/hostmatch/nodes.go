@@ -2,12 +2,14 @@ package hostmatch
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
 )
 
@@ -33,6 +35,8 @@ type Node struct {
 	Memory    string
 	SRIOV     bool
 	QAT       bool
+	// Etcd: the node is a master that runs an etcd member (kubespray.EtcdMembers).
+	Etcd bool
 }
 
 // Roles lists the node's roles, master first.
@@ -95,6 +99,9 @@ func Nodes(spec *bpav1.ProvisioningSpec) ([]Node, error) {
 					return fmt.Errorf("%s: node %s is listed twice", list, name)
 				}
 				seen[name] = true
+				if !master && req != nil && req.Etcd != nil {
+					return fmt.Errorf("%s[%d]: node %s: etcd applies to masters only", list, i, name)
+				}
 				n, err := nodeOf(name, req)
 				if err != nil {
 					return err
@@ -115,6 +122,9 @@ func Nodes(spec *bpav1.ProvisioningSpec) ([]Node, error) {
 		return nil
 	}
 	if err := add("masters", spec.Masters, true); err != nil {
+		return nil, err
+	}
+	if err := etcdMembers(spec.Masters, nodes); err != nil {
 		return nil, err
 	}
 	if err := add("workers", spec.Workers, false); err != nil {
@@ -139,6 +149,32 @@ func Nodes(spec *bpav1.ProvisioningSpec) ([]Node, error) {
 		byMAC[n.MAC] = n.Name
 	}
 	return nodes, nil
+}
+
+// etcdMembers marks the masters (nodes, in CR order) that run etcd.
+func etcdMembers(masters []bpav1.NodeEntry, nodes []Node) error {
+	if len(nodes) == 0 {
+		return nil // refused below, in the words of a missing master
+	}
+	names, choice := make([]string, len(nodes)), map[string]bool{}
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	for _, e := range masters {
+		for name, req := range e {
+			if req != nil && req.Etcd != nil {
+				choice[name] = *req.Etcd
+			}
+		}
+	}
+	members, err := kubespray.EtcdMembers(names, choice)
+	if err != nil {
+		return fmt.Errorf("masters: %w", err)
+	}
+	for i := range nodes {
+		nodes[i].Etcd = slices.Contains(members, nodes[i].Name)
+	}
+	return nil
 }
 
 func nodeOf(name string, req *bpav1.NodeRequirements) (Node, error) {

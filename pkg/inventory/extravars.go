@@ -15,12 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
 // Variables BPA sets itself from the spec.
 const (
-	PodSubnetVar  = "kube_pods_subnet"
-	KUDPluginsVar = "kud_plugins"
+	PodSubnetVar   = "kube_pods_subnet"
+	KUDPluginsVar  = "kud_plugins"
+	KubeVersionVar = "kube_version"
 )
 
 var (
@@ -154,7 +156,8 @@ func truncate(s string) string {
 }
 
 // ExtraVars renders the vars file for `ansible-playbook -e @file`: the CR's
-// kubespray.extraVars, kube_pods_subnet from PodSubnet and kud_plugins from KUDPlugins.
+// kubespray.extraVars, kube_pods_subnet from PodSubnet, kube_version from kubernetes.version
+// and kud_plugins from KUDPlugins.
 // A variable both set by BPA and listed in extraVars is an error rather than a silent
 // choice. See MarshalVars for the format.
 func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
@@ -179,6 +182,21 @@ func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
 			return nil, fmt.Errorf("kubespray.extraVars.%s: PodSubnet already sets it; set only one", PodSubnetVar)
 		}
 		vars[PodSubnetVar] = n.String()
+	}
+	if spec.Kubernetes != nil && spec.Kubernetes.Version != "" {
+		release := ""
+		if spec.Kubespray != nil {
+			release = spec.Kubespray.Version
+		}
+		// In the chosen release's format: v2.28 refuses a leading v, v2.27 needs it.
+		v, err := kubespray.KubeVersionVar(release, spec.Kubernetes.Version)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes.version: %w", err)
+		}
+		if _, dup := vars[KubeVersionVar]; dup {
+			return nil, fmt.Errorf("kubespray.extraVars.%s: kubernetes.version already sets it; set only one", KubeVersionVar)
+		}
+		vars[KubeVersionVar] = v
 	}
 	if len(spec.KUDPlugins) > 0 {
 		if _, dup := vars[KUDPluginsVar]; dup {
@@ -273,15 +291,16 @@ func varsNode(v any) (*yaml.Node, error) {
 // !unsafe, every other scalar explicitly tagged bool, int or float; no anchors, aliases or
 // other tags) whose variables pass the same checks as extraVars at admission.
 func CheckExtraVars(data []byte) error {
-	vars, err := readVars(data)
+	vars, err := ReadVars(data)
 	if err != nil {
 		return err
 	}
 	return checkVars(vars)
 }
 
-// readVars parses a vars file into its decoded-JSON form.
-func readVars(data []byte) (map[string]any, error) {
+// ReadVars parses a vars file (the YAML MarshalVars writes, and nothing else) into its
+// decoded-JSON form.
+func ReadVars(data []byte) (map[string]any, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {

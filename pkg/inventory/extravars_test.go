@@ -38,6 +38,10 @@ func TestExtraVars(t *testing.T) {
 			"\"kube_pods_subnet\": !unsafe \"10.244.64.0/18\"\n\"kud_plugins\":\n  - !unsafe \"bpa\"\n"},
 		"extra vars sorted": {bpav1.ProvisioningSpec{Kubespray: ev(t, `{"kube_version": "v1.32.5", "container_manager": "containerd", "ansible_python_interpreter": "/usr/bin/python3"}`)},
 			"\"ansible_python_interpreter\": !unsafe \"/usr/bin/python3\"\n\"container_manager\": !unsafe \"containerd\"\n\"kube_version\": !unsafe \"v1.32.5\"\n"},
+		// kubernetes.version in the release's format: v2.28 without a v, v2.27 with one
+		"kube_version v2.28": {bpav1.ProvisioningSpec{Kubernetes: &bpav1.KubernetesConfig{Version: "v1.32.5"}}, "\"kube_version\": !unsafe \"1.32.5\"\n"},
+		"kube_version v2.27": {bpav1.ProvisioningSpec{Kubespray: &bpav1.KubesprayConfig{Version: "v2.27.0"}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.31.4"}},
+			"\"kube_version\": !unsafe \"v1.31.4\"\n"},
 		"IPv6 pod subnet": {bpav1.ProvisioningSpec{PodSubnet: "fd00:10:244::/56"}, "\"kube_pods_subnet\": !unsafe \"fd00:10:244::/56\"\n"},
 		"typed": {bpav1.ProvisioningSpec{Kubespray: ev(t, `{"helm_enabled": true, "download_run_once": false, "etcd_deployment_type": "host",
 			"kube_network_node_prefix": 24, "ratio": 0.5, "node_labels": {"node-role.kubernetes.io/ingress": "", "true": "yes"},
@@ -81,6 +85,10 @@ func TestExtraVarsErrors(t *testing.T) {
 		spec bpav1.ProvisioningSpec
 		want string
 	}{
+		"kube_version twice": {bpav1.ProvisioningSpec{Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}, Kubespray: ev(t, `{"kube_version": "1.32.5"}`)},
+			"kubespray.extraVars.kube_version: kubernetes.version already sets it"},
+		"kube_version out of range": {bpav1.ProvisioningSpec{Kubernetes: &bpav1.KubernetesConfig{Version: "1.33.0"}},
+			"kubernetes.version: Kubernetes 1.33.0 is outside kubespray v2.28.0's range 1.30.0 to 1.32.5"},
 		"subnet twice":   {bpav1.ProvisioningSpec{PodSubnet: "10.0.0.0/16", Kubespray: ev(t, `{"kube_pods_subnet": "10.1.0.0/16"}`)}, "kubespray.extraVars.kube_pods_subnet: PodSubnet already sets it"},
 		"plugins twice":  {bpav1.ProvisioningSpec{KUDPlugins: []bpav1.DebianPackageName{"emco"}, Kubespray: ev(t, `{"kud_plugins": "x"}`)}, "kubespray.extraVars.kud_plugins: KUDPlugins already sets it"},
 		"host bits":      {bpav1.ProvisioningSpec{PodSubnet: "10.0.0.1/16"}, `PodSubnet "10.0.0.1/16": want a CIDR network address`},

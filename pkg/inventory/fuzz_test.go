@@ -31,7 +31,7 @@ func FuzzVarsFileRoundTrip(f *testing.F) {
 		out, err := MarshalVars(vars)
 		require.NoError(t, err)
 		require.NoError(t, CheckExtraVars(out), "%s", out)
-		back, err := readVars(out)
+		back, err := ReadVars(out)
 		require.NoError(t, err)
 		assert.Equal(t, vars, back, "%s", out)
 	})

@@ -36,6 +36,8 @@ type Host struct {
 	Roles         []string
 	Master        bool
 	Worker        bool
+	// Etcd: a master that runs an etcd member.
+	Etcd bool
 }
 
 // Data is what an inventory template is executed with. Every list is sorted by name, so
@@ -44,7 +46,8 @@ type Data struct {
 	// Flavor is the flavour asked for ("kubespray" or "kud"), for templates serving both.
 	Flavor string
 	// Hosts are all the hosts; Masters and Workers those with that role (a host with both
-	// roles is in both); Etcd the etcd members, which are the masters.
+	// roles is in both); Etcd the masters that run etcd (HostStatus.Etcd, chosen by
+	// discover-hosts: an odd number, as kubespray requires).
 	Hosts   []Host
 	Masters []Host
 	Workers []Host
@@ -121,9 +124,6 @@ func Render(hosts []bpav1.HostStatus, o Options) (ini []byte, warnings []string,
 // Warnings reports what is legal but unwise in the cluster's shape.
 func Warnings(d Data) []string {
 	var w []string
-	if n := len(d.Etcd); n%2 == 0 {
-		w = append(w, fmt.Sprintf("etcd has %d members: an even number tolerates no more failures than %d would; use an odd number of masters", n, n-1))
-	}
 	if len(d.Workers) == 0 {
 		w = append(w, "no host has the worker role: the cluster can run no workloads")
 	}
@@ -164,7 +164,22 @@ func NewData(hosts []bpav1.HostStatus, flavor bpav1.InventoryFlavor) (Data, erro
 	if len(d.Masters) == 0 {
 		return Data{}, fmt.Errorf("no host has the master role")
 	}
-	d.Etcd = d.Masters
+	for _, h := range d.Masters {
+		if h.Etcd {
+			d.Etcd = append(d.Etcd, h)
+		}
+	}
+	if d.Etcd == nil {
+		// Hosts from before HostStatus said who runs etcd: the largest odd number of masters.
+		n := len(d.Masters) - (1 - len(d.Masters)%2)
+		d.Etcd = d.Masters[:n]
+		for i := range d.Etcd {
+			d.Etcd[i].Etcd = true
+		}
+	}
+	if len(d.Etcd)%2 == 0 {
+		return Data{}, fmt.Errorf("%d hosts run etcd: kubespray refuses an even number of etcd hosts", len(d.Etcd))
+	}
 	return d, nil
 }
 
@@ -206,6 +221,10 @@ func validHost(hs bpav1.HostStatus) (Host, error) {
 	if !h.Master && !h.Worker {
 		return h, fmt.Errorf("host %s has no role", hs.Name)
 	}
+	if hs.Etcd && !h.Master {
+		return h, fmt.Errorf("host %s: only a master can run etcd", hs.Name)
+	}
+	h.Etcd = hs.Etcd
 	if h.Master {
 		h.Roles = append(h.Roles, hostmatch.RoleMaster)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -33,14 +34,40 @@ var samples = map[string][]bpav1.HostStatus{
 		host("master-1", "10.10.10.11", "master"), host("worker-1", "10.10.10.21", "worker"), host("master-2", "10.10.10.12", "master"),
 	},
 	"ipv6": {host("master-1", "fd00::1", "master", "worker"), host("worker-1", "fd00:0:0::2", "worker")},
-	// two masters: legal, but etcd has an even member count
+	// two masters: etcd on one (hosts without etcd flags: the first by name)
 	"two-masters": {host("m1", "192.168.50.63", "master"), host("m2", "192.168.50.64", "master"), host("w1", "192.168.50.65", "worker")},
+	// four masters, discover-hosts chose three for etcd (not the first by name)
+	"four-masters": {host("m1", "10.0.0.1", "master"), etcdHost("m2", "10.0.0.2"), etcdHost("m3", "10.0.0.3"), etcdHost("m4", "10.0.0.4"), host("w1", "10.0.0.5", "worker")},
+}
+
+func etcdHost(name, ip string) bpav1.HostStatus {
+	h := host(name, ip, "master")
+	h.Etcd = true
+	return h
+}
+
+// etcdOf is who must be in [etcd]: the hosts flagged, else the largest odd number of masters by name.
+func etcdOf(hosts []bpav1.HostStatus) []string {
+	var flagged, masters []string
+	for _, h := range hosts {
+		if h.Etcd {
+			flagged = append(flagged, h.Name)
+		}
+		if slices.Contains(h.Roles, "master") {
+			masters = append(masters, h.Name)
+		}
+	}
+	if flagged != nil {
+		return sorted(flagged)
+	}
+	masters = sorted(masters)
+	return masters[:len(masters)-(1-len(masters)%2)]
 }
 
 // groups says which hosts each group must hold, per flavour, as functions of the roles.
 var groups = map[bpav1.InventoryFlavor]map[string]string{
-	bpav1.InventoryFlavorKubespray: {"kube_control_plane": "master", "etcd": "master", "kube_node": "worker", "k8s_cluster": "all"},
-	bpav1.InventoryFlavorKUD: {"kube-master": "master", "kube-node": "worker", "etcd": "master", "ovn-central": "master",
+	bpav1.InventoryFlavorKubespray: {"kube_control_plane": "master", "etcd": "etcd", "kube_node": "worker", "k8s_cluster": "all"},
+	bpav1.InventoryFlavorKUD: {"kube-master": "master", "kube-node": "worker", "etcd": "etcd", "ovn-central": "master",
 		"ovn-controller": "worker", "virtlet": "worker", "k8s-cluster": "all"},
 }
 
@@ -64,15 +91,12 @@ func TestRenderedInventoriesParseInAnsible(t *testing.T) {
 						want[r] = append(want[r], h.Name)
 					}
 				}
+				want["etcd"] = etcdOf(hosts)
 				for group, role := range groups[flavor] {
 					assert.Equal(t, sorted(want[role]), inv.members(group), "group %s", group)
 				}
 				assert.Equal(t, sorted(want["all"]), inv.members("all"))
-				if name == "two-masters" {
-					assert.Contains(t, strings.Join(warnings, "\n"), "etcd has 2 members")
-				} else {
-					assert.Empty(t, warnings)
-				}
+				assert.Empty(t, warnings)
 			})
 		}
 	}
@@ -218,6 +242,8 @@ func TestHostsAreValidatedBeforeRendering(t *testing.T) {
 		"IP twice":          {[]bpav1.HostStatus{ok, host("worker-1", "10.0.0.1", "worker")}, "hosts master-1 and worker-1 have the same IP 10.0.0.1"},
 		"IP twice, spelled": {[]bpav1.HostStatus{ok, host("worker-1", "::ffff:10.0.0.1", "worker")}, "have the same IP 10.0.0.1"},
 		"no hosts":          {nil, "no host has the master role"},
+		"even etcd":         {[]bpav1.HostStatus{etcdHost("m1", "10.0.0.1"), etcdHost("m2", "10.0.0.2")}, "2 hosts run etcd: kubespray refuses an even number"},
+		"etcd on a worker":  {[]bpav1.HostStatus{host("m1", "10.0.0.1", "master"), {Name: "w1", IP: "10.0.0.2", Roles: []string{"worker"}, Etcd: true}}, "host w1: only a master can run etcd"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := Render(tc.hosts, Options{})
@@ -230,10 +256,7 @@ func TestHostsAreValidatedBeforeRendering(t *testing.T) {
 func TestWarnings(t *testing.T) {
 	_, w, err := Render([]bpav1.HostStatus{host("m1", "10.0.0.1", "master"), host("m2", "10.0.0.2", "master")}, Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []string{
-		"etcd has 2 members: an even number tolerates no more failures than 1 would; use an odd number of masters",
-		"no host has the worker role: the cluster can run no workloads",
-	}, w)
+	assert.Equal(t, []string{"no host has the worker role: the cluster can run no workloads"}, w)
 }
 
 func TestRenderIsDeterministic(t *testing.T) {

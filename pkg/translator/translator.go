@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
 // Defaults the translator applies itself, so that CRs read from files (which the apiserver
@@ -26,7 +27,7 @@ import (
 const (
 	DefaultServiceAccount = "bpa-step"
 	DefaultKubesprayImage = "quay.io/kubespray/kubespray"
-	DefaultKubesprayVer   = "v2.28.0"
+	DefaultKubesprayVer   = kubespray.DefaultVersion
 	DefaultSSHUser        = "root"
 	DefaultSSHPort        = 22
 	provisionDeadline     = 4 * 60 * 60

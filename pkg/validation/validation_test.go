@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/reference"
 )
@@ -101,4 +102,33 @@ func BadCaseExpectation(t testing.TB, path string) (field, reason string) {
 	f, r, ok := strings.Cut(want, " | ")
 	require.True(t, ok, path)
 	return strings.TrimSpace(f), strings.TrimSpace(r)
+}
+
+// TestCRDHoldsTheKubesprayProfiles: the CRD's kubespray.version enum and its Kubernetes range
+// rule are pkg/kubespray's profiles, so admission, lint and the steps share one table.
+func TestCRDHoldsTheKubesprayProfiles(t *testing.T) {
+	crds, err := validation.CRDs()
+	require.NoError(t, err)
+	for _, crd := range crds {
+		if crd.Spec.Names.Kind != "Provisioning" {
+			continue
+		}
+		spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+		var rules []string
+		for _, r := range spec.XValidations {
+			if r.Rule == kubespray.CELRule() {
+				assert.Equal(t, kubespray.CELMessage(), r.Message)
+				assert.Equal(t, ".kubernetes.version", r.FieldPath)
+			}
+			rules = append(rules, r.Rule)
+		}
+		assert.Contains(t, rules, kubespray.CELRule(), "regenerate the marker on ProvisioningSpec from kubespray.CELRule")
+		var enum []string
+		for _, e := range spec.Properties["kubespray"].Properties["version"].Enum {
+			enum = append(enum, strings.Trim(string(e.Raw), `"`))
+		}
+		assert.Equal(t, kubespray.Versions(), enum)
+		return
+	}
+	t.Fatal("no Provisioning CRD")
 }

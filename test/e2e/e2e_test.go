@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,14 +80,82 @@ func (e *env) scenarioExamples(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			p := loadProvisioning(t, f)
+			runsBefore := e.kubesprayRuns(t)
 			e.create(t, p)
 			got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
 			e.assertProvisioned(t, got)
+			e.assertPlanIsWhatRan(t, got, e.kubesprayRuns(t)[len(runsBefore):])
 			if strings.Contains(f, "mac-and-resources") {
 				e.softwareOnExample(t, got)
 			}
 			e.deleteAndCheckCleanup(t, got)
 		})
+	}
+}
+
+// kubesprayRuns lists the runs the SIMULATED kubespray recorded, in order.
+func (e *env) kubesprayRuns(t *testing.T) []string {
+	runs, err := filepath.Glob(filepath.Join(e.KubesprayRuns, "[0-9][0-9]-*"))
+	require.NoError(t, err)
+	return runs
+}
+
+// assertPlanIsWhatRan: `bpa plan -o` on the stored CR and the site's BareMetalHosts writes
+// the argv, inventory and vars that run-kubespray handed ansible-playbook in the run, file
+// for file and operation for operation.
+func (e *env) assertPlanIsWhatRan(t *testing.T, p *bpav1.Provisioning, ran []string) {
+	t.Helper()
+	dir := t.TempDir()
+	cr := &bpav1.Provisioning{TypeMeta: metav1.TypeMeta{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Generation: p.Generation}, Spec: p.Spec}
+	data, err := json.Marshal(cr)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cr.json"), data, 0o644))
+	var bmhs metal3v1.BareMetalHostList
+	require.NoError(t, e.Client.List(e.ctx, &bmhs, client.InNamespace(e.Namespace)))
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{}}
+	for _, h := range bmhs.Items {
+		h.APIVersion, h.Kind, h.ManagedFields = "metal3.io/v1alpha1", "BareMetalHost", nil
+		list["items"] = append(list["items"].([]any), h)
+	}
+	data, err = json.Marshal(list)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bmh.json"), data, 0o644))
+	out := filepath.Join(dir, "plan")
+	cmd := exec.CommandContext(e.ctx, e.BPA, "plan", "-f", filepath.Join(dir, "cr.json"), "--bmh", filepath.Join(dir, "bmh.json"), "-o", out)
+	msg, err := cmd.CombinedOutput()
+	require.NoError(t, err, "bpa plan: %s", msg)
+	planned, err := filepath.Glob(filepath.Join(out, "[0-9][0-9]-*"))
+	require.NoError(t, err)
+	require.Equal(t, len(planned), len(ran), "one recorded run per planned operation: %v %v", planned, ran)
+	for i := range planned {
+		assert.Equal(t, strings.SplitN(filepath.Base(planned[i]), "-", 2)[1], strings.SplitN(filepath.Base(ran[i]), "-", 2)[1], "operation %d", i+1)
+		for _, f := range []string{"argv.json", "hosts.ini", "vars.yaml"} {
+			want, err := os.ReadFile(filepath.Join(planned[i], f))
+			require.NoError(t, err)
+			got, err := os.ReadFile(filepath.Join(ran[i], f))
+			require.NoError(t, err)
+			if f != "argv.json" {
+				// The files crossed an Argo output parameter, which Argo trims.
+				want = bytes.TrimRight(want, "\n")
+			}
+			assert.Equal(t, string(want), podPaths.ReplaceAllStringFunc(string(got), inPodPath), "%s of operation %d: bpa plan and the run differ", f, i+1)
+		}
+	}
+}
+
+// The stand-in kubelet has no mount namespace: it points the step's flags at the pod's own
+// directories. podPaths and inPodPath map those back to the paths the WorkflowTemplate mounts.
+var podPaths = regexp.MustCompile(`/tmp/bpa-kubelet-[^/]+/[^/]+/volumes/(input-artifacts/inventory|input-artifacts/extra-vars|ssh/)`)
+
+func inPodPath(p string) string {
+	switch m := podPaths.FindStringSubmatch(p)[1]; m {
+	case "input-artifacts/inventory":
+		return "/tmp/bpa/in/hosts.ini"
+	case "input-artifacts/extra-vars":
+		return "/tmp/bpa/in/extra-vars.yaml"
+	default:
+		return "/etc/bpa/ssh/"
 	}
 }
 

@@ -2,7 +2,14 @@
 // inside the kubespray image, for the test rig and `make demo`. Everything else in a run is
 // real; only kubespray's own work is faked, here and nowhere else.
 //
-// It does what a kubespray run is observed from outside to do:
+// Before it "runs" anything it refuses what real kubespray refuses, in kubespray's words,
+// with the rules of pkg/kubespray (the release's profile, from the image's tag): the
+// inventory assertions (odd etcd, empty groups, typed booleans, version format and range,
+// subnets), each playbook's required variables and confirmations, the first control-plane
+// host that remove-node.yml cannot remove, and a --limit without facts cached by an earlier
+// run in the same container (kubespray's ansible.cfg caches facts as JSON under /tmp).
+//
+// Then it does what a kubespray run is observed from outside to do:
 //   - it checks the inventory it was given with the real `ansible-inventory`;
 //   - it logs in to every inventory host over real SSH with the key and known_hosts the step
 //     mounted (as Ansible would);
@@ -24,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +42,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	bpainventory "github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 )
 
@@ -47,6 +57,15 @@ const (
 	EnvKubeDirs = "BPA_SIM_KUBE_DIRS"
 	// EnvFailFile makes the run fail while the named file exists (failure injection).
 	EnvFailFile = "BPA_SIM_FAIL_FILE"
+	// EnvImage is the kubespray image the container runs: its tag picks the release's
+	// rules (kubespray.DefaultVersion when unset).
+	EnvImage = "BPA_SIM_KUBESPRAY_IMAGE"
+	// EnvFactsDir is the container's facts cache (kubespray's fact_caching_connection, /tmp
+	// when unset): one file per host, written by every run that gathers facts.
+	EnvFactsDir = "BPA_SIM_FACTS_DIR"
+	// EnvRecordDir, when set, receives each run as kubespray.OperationDir(n, op) with the
+	// argv.json, hosts.ini and vars.yaml it was given: the shape `bpa plan -o` writes.
+	EnvRecordDir = "BPA_SIM_RECORD_DIR"
 )
 
 // Main runs the simulation with ansible-playbook's arguments and returns the exit code.
@@ -59,9 +78,9 @@ func Main(args []string) int {
 }
 
 type playbookArgs struct {
-	inventory, privateKey, user, playbook string
-	extraVars                             []string
-	become                                bool
+	inventory, privateKey, user, playbook, limit string
+	extraVars                                    []string
+	become                                       bool
 }
 
 func parseArgs(args []string) (playbookArgs, error) {
@@ -71,6 +90,7 @@ func parseArgs(args []string) (playbookArgs, error) {
 	fs.StringVar(&a.inventory, "i", "", "")
 	fs.StringVar(&a.privateKey, "private-key", "", "")
 	fs.StringVar(&a.user, "u", "root", "")
+	fs.StringVar(&a.limit, "limit", "", "")
 	fs.BoolVar(&a.become, "b", false, "")
 	fs.Func("e", "", func(v string) error { a.extraVars = append(a.extraVars, v); return nil })
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +109,7 @@ func parseArgs(args []string) (playbookArgs, error) {
 type inventory struct {
 	hosts   map[string]string // name -> ansible_host
 	masters []string
+	groups  kubespray.Inventory
 }
 
 // readInventory asks the real ansible-inventory what the inventory means.
@@ -114,40 +135,177 @@ func readInventory(path string) (*inventory, error) {
 		ip, _ := vars["ansible_host"].(string)
 		inv.hosts[name] = ip
 	}
-	for _, group := range []string{"kube_control_plane", "kube-master"} {
-		var g struct {
-			Hosts []string `json:"hosts"`
-		}
-		if raw, ok := list[group]; ok && json.Unmarshal(raw, &g) == nil && len(g.Hosts) > 0 {
-			inv.masters = g.Hosts
-			sort.Strings(inv.masters)
-			break
-		}
-	}
+	inv.groups = groups(list)
+	inv.masters = inv.groups["kube_control_plane"]
 	if len(inv.hosts) == 0 || len(inv.masters) == 0 {
 		return nil, fmt.Errorf("inventory %s has no hosts or no control-plane group", path)
 	}
 	return inv, nil
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// groups reads each group's hosts from `ansible-inventory --list` (children resolved), as
+// kubespray's boilerplate.yml sees them: legacy names (kube-master, ...) mapped to today's.
+func groups(list map[string]json.RawMessage) kubespray.Inventory {
+	type group struct {
+		Hosts    []string `json:"hosts"`
+		Children []string `json:"children"`
+	}
+	var resolve func(name string, depth int) []string
+	resolve = func(name string, depth int) []string {
+		var g group
+		if raw, ok := list[name]; !ok || depth > 8 || json.Unmarshal(raw, &g) != nil {
+			return nil
+		}
+		hosts := append([]string(nil), g.Hosts...)
+		for _, c := range g.Children {
+			hosts = append(hosts, resolve(c, depth+1)...)
+		}
+		return hosts
+	}
+	inv := kubespray.Inventory{}
+	for name := range list {
+		if name == "_meta" {
+			continue
+		}
+		hosts := resolve(name, 0)
+		if to, legacy := kubespray.LegacyGroups[name]; legacy {
+			name = to
+		}
+		inv[name] = uniqueSorted(append(inv[name], hosts...))
+	}
+	return inv
+}
+
+func uniqueSorted(l []string) []string {
+	sort.Strings(l)
+	return slices.Compact(l)
+}
+
+// readVars merges the play's extra variables as ansible-playbook does, later -e winning:
+// @file (the YAML render-inventory writes), JSON objects and key=value pairs.
+func readVars(extra []string) (map[string]any, string, error) {
+	vars, file := map[string]any{}, ""
+	for _, e := range extra {
+		var m map[string]any
+		switch {
+		case strings.HasPrefix(e, "@"):
+			file = e[1:]
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return nil, "", fmt.Errorf("ERROR! could not load extra vars %s: %w", file, err)
+			}
+			if m, err = bpainventory.ReadVars(data); err != nil {
+				return nil, "", fmt.Errorf("ERROR! %s: %w", file, err)
+			}
+		case strings.HasPrefix(e, "{"):
+			dec := json.NewDecoder(strings.NewReader(e))
+			dec.UseNumber()
+			if err := dec.Decode(&m); err != nil {
+				return nil, "", fmt.Errorf("ERROR! invalid extra vars %q: %w", e, err)
+			}
+		default:
+			m = map[string]any{}
+			for _, kv := range strings.Fields(e) {
+				k, v, _ := strings.Cut(kv, "=")
+				m[k] = v
+			}
+		}
+		for k, v := range m {
+			vars[k] = v
+		}
+	}
+	return vars, file, nil
+}
+
+// Play is a run that passed kubespray's checks.
+type Play struct {
+	a        playbookArgs
+	profile  *kubespray.Profile
+	patch    int
+	op       kubespray.Operation
+	inv      *inventory
+	factsDir string
+}
+
+// Check does what happens before kubespray touches a host: it reads the arguments, the
+// vars and (with the real ansible-inventory) the inventory, records the run when asked, and
+// refuses what kubespray refuses. Tests of `bpa plan`'s output use it alone.
+func Check(args []string) (*Play, error) {
 	a, err := parseArgs(args)
 	if err != nil {
-		return fmt.Errorf("ansible-playbook arguments: %w", err)
+		return nil, fmt.Errorf("ansible-playbook arguments: %w", err)
 	}
 	if f := os.Getenv(EnvFailFile); f != "" {
 		if _, err := os.Stat(f); err == nil {
-			return fmt.Errorf("TASK [kubernetes/control-plane : kubeadm init] fatal: injected failure (%s exists)", f)
+			return nil, fmt.Errorf("TASK [kubernetes/control-plane : kubeadm init] fatal: injected failure (%s exists)", f)
 		}
+	}
+	image := os.Getenv(EnvImage)
+	if image == "" {
+		image = "quay.io/kubespray/kubespray:" + kubespray.DefaultVersion
+	}
+	profile, patch, err := kubespray.ProfileForImage(image)
+	if err != nil {
+		return nil, err
+	}
+	op := kubespray.Operation{}
+	pb, ok := profile.PlaybookOf(a.playbook)
+	if !ok {
+		return nil, fmt.Errorf("ERROR! the playbook: %s could not be found (kubespray %s)", a.playbook, profile.Minor)
+	}
+	op.Playbook = pb
+	if a.limit != "" {
+		op.Limit = strings.Split(a.limit, ",")
+	}
+	vars, varsFile, err := readVars(a.extraVars)
+	if err != nil {
+		return nil, err
+	}
+	if err := record(args, op, a.inventory, varsFile); err != nil {
+		return nil, err
 	}
 	inv, err := readInventory(a.inventory)
 	if err != nil {
+		return nil, err
+	}
+	factsDir := os.Getenv(EnvFactsDir)
+	if factsDir == "" {
+		factsDir = "/tmp"
+	}
+	cached := func(h string) bool {
+		data, err := os.ReadFile(filepath.Join(factsDir, h))
+		var facts map[string]any
+		return err == nil && json.Unmarshal(data, &facts) == nil && facts["ansible_default_ipv4"] != nil
+	}
+	if errs := profile.CheckPlaybook(op, inv.groups, vars, patch, cached); len(errs) > 0 {
+		return nil, fmt.Errorf("SIMULATED kubespray %s.%d refuses what kubespray refuses: %w", profile.Minor, patch, errs[0])
+	}
+	return &Play{a: a, profile: profile, patch: patch, op: op, inv: inv, factsDir: factsDir}, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	pl, err := Check(args)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "SIMULATED kubespray %s: %d hosts, control plane %v\n", a.playbook, len(inv.hosts), inv.masters)
+	a, inv, pb, op, factsDir := pl.a, pl.inv, pl.op.Playbook, pl.op, pl.factsDir
+	profile, patch := pl.profile, pl.patch
+	fmt.Fprintf(out, "SIMULATED kubespray %s.%d %s: %d hosts, control plane %v\n", profile.Minor, patch, a.playbook, len(inv.hosts), inv.masters)
 
 	if err := loginEverywhere(ctx, a, inv); err != nil {
 		return err
+	}
+	// Every playbook but reset.yml gathers facts (facts.yml) of the hosts it runs on.
+	if pb != kubespray.Reset {
+		for _, h := range inv.groups.Hosts(op.Limit) {
+			facts, _ := json.Marshal(map[string]any{"ansible_default_ipv4": map[string]string{"address": inv.hosts[h]}})
+			if err := os.WriteFile(filepath.Join(factsDir, h), facts, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	if pb != kubespray.Cluster && pb != kubespray.Scale && pb != kubespray.Upgrade {
+		return nil
 	}
 	appKubeconfig, err := os.ReadFile(os.Getenv(EnvAppKubeconfig))
 	if err != nil {
@@ -166,6 +324,38 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	return registerNodes(ctx, appKubeconfig, inv)
+}
+
+// record keeps what the run was given, when EnvRecordDir asks, in the layout of `bpa plan -o`.
+func record(args []string, op kubespray.Operation, inventoryFile, varsFile string) error {
+	dir := os.Getenv(EnvRecordDir)
+	if dir == "" {
+		return nil
+	}
+	done, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9]-*"))
+	if err != nil {
+		return err
+	}
+	dir = filepath.Join(dir, kubespray.OperationDir(len(done), op))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	argv, _ := json.MarshalIndent(append([]string{"ansible-playbook"}, args...), "", "  ")
+	files := map[string][]byte{"argv.json": append(argv, '\n')}
+	for name, src := range map[string]string{"hosts.ini": inventoryFile, "vars.yaml": varsFile} {
+		if src == "" {
+			continue
+		}
+		if files[name], err = os.ReadFile(src); err != nil {
+			return err
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loginEverywhere proves the key and known_hosts work for every host, as Ansible's first

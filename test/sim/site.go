@@ -76,6 +76,9 @@ type Site struct {
 	BPA string
 	// FailFile makes the simulated kubespray fail while it exists.
 	FailFile string
+	// KubesprayRuns receives every run of the simulated kubespray, in the layout of
+	// `bpa plan -o` (kubespraysim.EnvRecordDir).
+	KubesprayRuns string
 
 	mu    sync.Mutex
 	hosts map[string]*simhost.Host // by IP
@@ -108,6 +111,7 @@ func New(t testing.TB, opts Options) *Site {
 	s.SSH = simhost.NewCluster(t)
 	s.SSH.Port = freeLoopbackPort(t)
 	s.FailFile = filepath.Join(s.dir, "kubespray-fails")
+	s.KubesprayRuns = filepath.Join(s.dir, "kubespray-runs")
 
 	logf := func(format string, args ...any) {}
 	if opts.Log != nil {
@@ -211,7 +215,17 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	if err := os.MkdirAll(checkout, 0o755); err != nil {
 		return 0, err
 	}
-	if err := os.WriteFile(filepath.Join(checkout, "cluster.yml"), []byte("# SIMULATED kubespray checkout\n"), 0o644); err != nil {
+	for _, pb := range []string{"cluster.yml", "scale.yml", "remove-node.yml", "upgrade-cluster.yml", "reset.yml", "playbooks/facts.yml"} {
+		if err := os.MkdirAll(filepath.Join(checkout, filepath.Dir(pb)), 0o755); err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(checkout, pb), []byte("# SIMULATED kubespray checkout\n"), 0o644); err != nil {
+			return 0, err
+		}
+	}
+	// The container's own /tmp, where kubespray's ansible.cfg caches facts: gone with it.
+	facts, err := os.MkdirTemp(s.dir, "kubespray-tmp-")
+	if err != nil {
 		return 0, err
 	}
 	e.Dir = checkout
@@ -220,6 +234,9 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 		kubespraysim.EnvAppKubeconfig + "=" + s.App.Kubeconfig,
 		kubespraysim.EnvKubeDirs + "=" + string(dirsJSON),
 		kubespraysim.EnvFailFile + "=" + s.FailFile,
+		kubespraysim.EnvImage + "=" + e.Image,
+		kubespraysim.EnvFactsDir + "=" + facts,
+		kubespraysim.EnvRecordDir + "=" + s.KubesprayRuns,
 	}
 	for _, kv := range e.Env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {

@@ -71,7 +71,7 @@ func TestDiscoverAndClaim(t *testing.T) {
 	hosts, err := Run(context.Background(), c, cr, logf)
 	require.NoError(t, err)
 	assert.Equal(t, []bpav1.HostStatus{
-		{Name: "master-1", Roles: []string{"master"}, MAC: "52:54:00:00:00:08", BareMetalHost: "node-08"},
+		{Name: "master-1", Roles: []string{"master"}, MAC: "52:54:00:00:00:08", BareMetalHost: "node-08", Etcd: true},
 		{Name: "worker-1", Roles: []string{"worker"}, MAC: "52:54:00:00:00:07", BareMetalHost: "node-07"},
 		{Name: "worker-2", Roles: []string{"worker"}, MAC: "52:54:00:00:00:06", BareMetalHost: "node-06"},
 	}, hosts)
@@ -112,7 +112,7 @@ func TestBareMetalHostNamespace(t *testing.T) {
 	c := newClient(append(bmhs, p)...)
 	hosts, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.NoError(t, err)
-	assert.Equal(t, []bpav1.HostStatus{{Name: "master-1", Roles: []string{"master", "worker"}, MAC: "00:e1:ba:ce:df:bd", BareMetalHost: "node-09"}}, hosts)
+	assert.Equal(t, []bpav1.HostStatus{{Name: "master-1", Roles: []string{"master", "worker"}, MAC: "00:e1:ba:ce:df:bd", BareMetalHost: "node-09", Etcd: true}}, hosts)
 	assert.Equal(t, "cluster-efg Provisioning bpa/sample-kud-plugins", claims(t, c)["metal3/node-09"])
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 )
 
@@ -41,8 +42,27 @@ type Options struct {
 	SSHPort               int
 	InsecureIgnoreHostKey bool
 	Playbook              string
+	// KubesprayImage is the kubespray image the step runs in; its tag is the release whose
+	// profile (pkg/kubespray) builds the command line.
+	KubesprayImage string
+	// Limit (comma-separated host or group names) and PlaybookVars (a JSON object of the
+	// -e variables the playbook needs) complete the operation; kubespray.Profile.Validate
+	// checks them.
+	Limit        string
+	PlaybookVars string
 	// AnsiblePlaybook is the program: a name looked up in PATH, or an absolute path.
 	AnsiblePlaybook string
+}
+
+// DefaultOptions are the flags' defaults: the paths the WorkflowTemplate mounts the inputs
+// at. `bpa plan` builds its argv from them too.
+func DefaultOptions() Options {
+	return Options{
+		Inventory: "/tmp/bpa/in/hosts.ini", ExtraVars: "/tmp/bpa/in/extra-vars.yaml",
+		SSHKey: "/etc/bpa/ssh/ssh-privatekey", KnownHosts: "/etc/bpa/ssh/known_hosts",
+		SSHUser: "root", SSHPort: 22, Playbook: "cluster.yml", AnsiblePlaybook: "ansible-playbook",
+		KubesprayImage: "quay.io/kubespray/kubespray:" + kubespray.DefaultVersion,
+	}
 }
 
 // Command returns `bpa step run-kubespray`.
@@ -52,16 +72,19 @@ func Command() *cobra.Command {
 		Name:  "run-kubespray",
 		Short: "Run kubespray's playbook on the rendered inventory (inside the kubespray image)",
 		Flags: func(cmd *cobra.Command) {
-			f := cmd.Flags()
-			f.StringVar(&o.Inventory, "inventory", "/tmp/bpa/in/hosts.ini", "inventory rendered by render-inventory")
-			f.StringVar(&o.ExtraVars, "extra-vars", "/tmp/bpa/in/extra-vars.yaml", "extra vars rendered by render-inventory (YAML, strings tagged !unsafe)")
-			f.StringVar(&o.SSHKey, "ssh-key", "/etc/bpa/ssh/ssh-privatekey", "SSH private key (mounted from the cluster's SSH Secret)")
-			f.StringVar(&o.KnownHosts, "known-hosts", "/etc/bpa/ssh/known_hosts", "the hosts' public keys (mounted from the same Secret)")
-			f.StringVar(&o.SSHUser, "ssh-user", "root", "login user on the hosts (become root with sudo when not root)")
-			f.IntVar(&o.SSHPort, "ssh-port", 22, "SSH port of the hosts")
+			d, f := DefaultOptions(), cmd.Flags()
+			f.StringVar(&o.Inventory, "inventory", d.Inventory, "inventory rendered by render-inventory")
+			f.StringVar(&o.ExtraVars, "extra-vars", d.ExtraVars, "extra vars rendered by render-inventory (YAML, strings tagged !unsafe)")
+			f.StringVar(&o.SSHKey, "ssh-key", d.SSHKey, "SSH private key (mounted from the cluster's SSH Secret)")
+			f.StringVar(&o.KnownHosts, "known-hosts", d.KnownHosts, "the hosts' public keys (mounted from the same Secret)")
+			f.StringVar(&o.SSHUser, "ssh-user", d.SSHUser, "login user on the hosts (become root with sudo when not root)")
+			f.IntVar(&o.SSHPort, "ssh-port", d.SSHPort, "SSH port of the hosts")
 			f.BoolVar(&o.InsecureIgnoreHostKey, "insecure-ignore-host-key", false, "do not check host keys (labs only)")
-			f.StringVar(&o.Playbook, "playbook", "cluster.yml", "playbook, relative to the working directory (the kubespray checkout)")
-			f.StringVar(&o.AnsiblePlaybook, "ansible-playbook", "ansible-playbook", "ansible-playbook program: a name looked up in PATH, or an absolute path")
+			f.StringVar(&o.Playbook, "playbook", d.Playbook, "playbook, relative to the working directory (the kubespray checkout); one of the release's")
+			f.StringVar(&o.KubesprayImage, "kubespray-image", d.KubesprayImage, "the kubespray image this runs in: its tag picks the release's profile")
+			f.StringVar(&o.Limit, "limit", "", "--limit for ansible-playbook: comma-separated host or group names")
+			f.StringVar(&o.PlaybookVars, "playbook-vars", "", `the -e variables the playbook needs, as a JSON object (e.g. {"node":"w1","skip_confirmation":true})`)
+			f.StringVar(&o.AnsiblePlaybook, "ansible-playbook", d.AnsiblePlaybook, "ansible-playbook program: a name looked up in PATH, or an absolute path")
 		},
 		Run: func(ctx context.Context) error { return Run(ctx, o) },
 	})
@@ -139,15 +162,68 @@ func (o Options) hostKeyArgs() string {
 	return "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + o.KnownHosts
 }
 
+// ForOperation returns the options the WorkflowTemplate gives the step for op, from the
+// Workflow's parameters (translator.ProvisioningParameters): `bpa plan` builds its argv
+// with them, so what it prints is what the step runs.
+func ForOperation(params map[string]string, op kubespray.Operation) (Options, error) {
+	o := DefaultOptions()
+	o.KubesprayImage, o.SSHUser = params["kubespray-image"], params["ssh-user"]
+	if _, err := fmt.Sscan(params["ssh-port"], &o.SSHPort); err != nil {
+		return o, fmt.Errorf("ssh-port %q: %w", params["ssh-port"], err)
+	}
+	o.InsecureIgnoreHostKey = params["insecure-ignore-host-key"] == "true"
+	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
+	if err != nil {
+		return o, err
+	}
+	o.Playbook, o.Limit = p.Playbooks[op.Playbook], strings.Join(op.Limit, ",")
+	if len(op.Vars) > 0 {
+		b, err := json.Marshal(op.Vars)
+		if err != nil {
+			return o, err
+		}
+		o.PlaybookVars = string(b)
+	}
+	return o, nil
+}
+
+// Operation returns the kubespray release's profile and the operation o asks for.
+func (o Options) Operation() (*kubespray.Profile, kubespray.Operation, error) {
+	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
+	if err != nil {
+		return nil, kubespray.Operation{}, fmt.Errorf("--kubespray-image %q: %w", o.KubesprayImage, err)
+	}
+	pb, ok := p.PlaybookOf(o.Playbook)
+	if !ok {
+		return nil, kubespray.Operation{}, fmt.Errorf("--playbook %q: not one of kubespray %s's playbooks", o.Playbook, p.Minor)
+	}
+	op := kubespray.Operation{Playbook: pb}
+	if o.Limit != "" {
+		op.Limit = strings.Split(o.Limit, ",")
+	}
+	if o.PlaybookVars != "" {
+		dec := json.NewDecoder(strings.NewReader(o.PlaybookVars))
+		if err := dec.Decode(&op.Vars); err != nil {
+			return nil, kubespray.Operation{}, fmt.Errorf("--playbook-vars: want a JSON object: %w", err)
+		}
+	}
+	return p, op, p.Validate(op)
+}
+
 // Build returns the ansible-playbook invocation for o, which must have passed Validate.
 // program is the resolved path of o.AnsiblePlaybook, environ the environment to extend.
+// The release's profile builds the command line (kubespray.Profile.Argv):
 //
-//	ansible-playbook -i INVENTORY --private-key KEY -u USER -b -e @EXTRA_VARS -e SSH_VARS PLAYBOOK
+//	ansible-playbook -i INVENTORY --private-key KEY -u USER -b [--limit L] -e @EXTRA_VARS [-e PLAYBOOK_VARS] -e SSH_VARS PLAYBOOK
 //
 // SSH_VARS is a JSON object (port, ssh args, host-key checking) after the CR's vars file,
 // so that it wins over anything the file or the inventory says.
 func Build(o Options, program string, environ []string) (Invocation, error) {
 	if err := o.Validate(); err != nil {
+		return Invocation{}, err
+	}
+	p, op, err := o.Operation()
+	if err != nil {
 		return Invocation{}, err
 	}
 	checking := !o.InsecureIgnoreHostKey
@@ -162,15 +238,12 @@ func Build(o Options, program string, environ []string) (Invocation, error) {
 	if err != nil {
 		return Invocation{}, err
 	}
-	args := []string{
-		o.AnsiblePlaybook,
-		"-i", o.Inventory,
-		"--private-key", o.SSHKey,
-		"-u", o.SSHUser,
-		"-b",
-		"-e", "@" + o.ExtraVars,
-		"-e", string(sshVars),
-		o.Playbook,
+	args, err := p.Argv(op, kubespray.Files{
+		Program: o.AnsiblePlaybook, Inventory: o.Inventory, PrivateKey: o.SSHKey, User: o.SSHUser,
+		VarsFile: o.ExtraVars, Overrides: []string{string(sshVars)},
+	})
+	if err != nil {
+		return Invocation{}, err
 	}
 	// The inventory is read only as the INI that checkFiles checked, never as YAML or a script.
 	ours := []string{fmt.Sprintf("ANSIBLE_HOST_KEY_CHECKING=%t", checking), "ANSIBLE_SSH_ARGS=" + sshArgs, "ANSIBLE_INVENTORY_ENABLED=ini"}

@@ -12,11 +12,43 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func defaults() Options {
-	return Options{
-		Inventory: "/tmp/bpa/in/hosts.ini", ExtraVars: "/tmp/bpa/in/extra-vars.yaml",
-		SSHKey: "/etc/bpa/ssh/ssh-privatekey", KnownHosts: "/etc/bpa/ssh/known_hosts",
-		SSHUser: "root", SSHPort: 22, Playbook: "cluster.yml", AnsiblePlaybook: "ansible-playbook",
+func defaults() Options { return DefaultOptions() }
+
+// The release's profile builds the command line: the playbook must be one of its own, and
+// each gets the -e variables it needs and no others.
+func TestBuildOperation(t *testing.T) {
+	o := defaults()
+	o.KubesprayImage, o.Playbook, o.PlaybookVars = "registry.local:5000/kubespray/kubespray:v2.27.1@sha256:abc", "remove-node.yml", `{"node":"w1,w2","skip_confirmation":true}`
+	inv, err := Build(o, "/usr/bin/ansible-playbook", nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"-e", "@/tmp/bpa/in/extra-vars.yaml", "-e", `{"node":"w1,w2","skip_confirmation":true}`}, inv.Args[8:12])
+	assert.Equal(t, "remove-node.yml", inv.Args[len(inv.Args)-1])
+
+	o = defaults()
+	o.Playbook, o.Limit = "scale.yml", "w3,w4"
+	inv, err = Build(o, "/usr/bin/ansible-playbook", nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"--limit", "w3,w4"}, inv.Args[8:10])
+
+	for name, tc := range map[string]struct {
+		mutate func(*Options)
+		want   string
+	}{
+		"unknown release":      {func(o *Options) { o.KubesprayImage = "quay.io/kubespray/kubespray:v2.26.0" }, `--kubespray-image "quay.io/kubespray/kubespray:v2.26.0": kubespray "v2.26.0" is not supported`},
+		"not a playbook of it": {func(o *Options) { o.Playbook = "contrib/os-services/os-services.yml" }, "not one of kubespray v2.28's playbooks"},
+		"remove without node":  {func(o *Options) { o.Playbook = "remove-node.yml" }, "-e node is required"},
+		"reset unconfirmed":    {func(o *Options) { o.Playbook = "reset.yml" }, "-e reset_confirmation is required"},
+		"vars not an object":   {func(o *Options) { o.PlaybookVars = `["x"]` }, "--playbook-vars: want a JSON object"},
+		"vars of the file":     {func(o *Options) { o.PlaybookVars = `{"ansible_ssh_common_args":"-o ProxyCommand=x"}` }, "not a variable of this playbook"},
+		"limit pattern":        {func(o *Options) { o.Playbook, o.Limit = "scale.yml", "all:!m1" }, `limit "all:!m1"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := defaults()
+			tc.mutate(&o)
+			_, err := Build(o, "/usr/bin/ansible-playbook", nil)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
 	}
 }
 

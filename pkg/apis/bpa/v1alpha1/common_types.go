@@ -109,6 +109,9 @@ type HostStatus struct {
 	MAC           string   `json:"mac,omitempty"`
 	IP            string   `json:"ip,omitempty"`
 	BareMetalHost string   `json:"bareMetalHost,omitempty"`
+	// Etcd is true for a master that runs an etcd member.
+	// +optional
+	Etcd bool `json:"etcd,omitempty"`
 }
 
 // RunStatus is the part of the status every runnable kind shares.

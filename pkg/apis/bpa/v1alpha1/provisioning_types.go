@@ -44,6 +44,13 @@ type NodeRequirements struct {
 	// QAT requires a host labelled feature.bpa.akraino.org/qat=true.
 	// +optional
 	QAT bool `json:"qat,omitempty"`
+
+	// Etcd says whether this master runs an etcd member (masters only). When no master
+	// says, etcd runs on the largest odd number of masters, the first in list order
+	// (kubespray refuses an even number of etcd hosts). When any master says, etcd runs on
+	// exactly the masters not marked `etcd: false`, which must be an odd number.
+	// +optional
+	Etcd *bool `json:"etcd,omitempty"`
 }
 
 // LeaseSourceType says where host IPs come from.
@@ -98,9 +105,9 @@ type KubesprayConfig struct {
 
 	// Version is the image tag, which is also the kubespray release.
 	// +optional
+	// Only the releases BPA has a profile for (pkg/kubespray) are accepted.
 	// +kubebuilder:default="v2.28.0"
-	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
+	// +kubebuilder:validation:Enum=v2.27.0;v2.27.1;v2.28.0;v2.28.1
 	Version string `json:"version,omitempty"`
 
 	// ExtraVars are Ansible variables for the kubespray run: strings, numbers, booleans, and
@@ -180,6 +187,8 @@ type ConfigMapKeyReference struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.workers.all(w, w.all(n, self.masters.all(m, !(n in m) || m[n] == null || w[n] == null || !has(m[n].mac__dash__address) || !has(w[n].mac__dash__address) || m[n].mac__dash__address.lowerAscii().replace('-', ':') == w[n].mac__dash__address.lowerAscii().replace('-', ':'))))",message="a node listed in both masters and workers is one host: its mac-address must be the same in both lists"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.masters.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.workers.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: a master and a different worker name the same MAC (compared case-insensitively)"
+// The rule below is generated from pkg/kubespray.Profiles (kubespray.CELRule).
+// +kubebuilder:validation:XValidation:rule="!has(self.kubernetes) || !has(self.kubernetes.version) || !self.kubernetes.version.matches('^v?1[.][0-9]{1,3}[.][0-9]{1,3}$') || [{'v2.27.0': [29000, 31004], 'v2.27.1': [29000, 31009], 'v2.28.0': [30000, 32005], 'v2.28.1': [30000, 32008]}].all(m, [has(self.kubespray) && has(self.kubespray.version) ? self.kubespray.version : 'v2.28.0'].all(r, !(r in m) || [self.kubernetes.version.split('.')].all(p, int(p[1]) * 1000 + int(p[2]) >= m[r][0] && int(p[1]) * 1000 + int(p[2]) <= m[r][1])))",message="Kubernetes version outside the chosen kubespray release's range (kubespray v2.27.0: Kubernetes 1.29.0 to 1.31.4; kubespray v2.27.1: Kubernetes 1.29.0 to 1.31.9; kubespray v2.28.0: Kubernetes 1.30.0 to 1.32.5; kubespray v2.28.1: Kubernetes 1.30.0 to 1.32.8)",fieldPath=".kubernetes.version"
 type ProvisioningSpec struct {
 	// The MAC uniqueness rules of masters and workers map each entry once to its normalised
 	// MAC (or, when it has none, its name, which never holds a ':'), bind that list to l
@@ -193,6 +202,7 @@ type ProvisioningSpec struct {
 	// +kubebuilder:validation:MaxItems=15
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within masters"
 	// +kubebuilder:validation:XValidation:rule="[self.map(e, e.map(k, e[k] == null || !has(e[k].mac__dash__address) ? k : e[k].mac__dash__address.lowerAscii().replace('-', ':'))[0])].all(l, l.all(m, !m.contains(':') || l.indexOf(m) == l.lastIndexOf(m)))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(e, e.exists(k, e[k] != null && has(e[k].etcd))) || size(self.filter(e, e.exists(k, e[k] == null || !has(e[k].etcd) || e[k].etcd))) % 2 == 1",message="etcd: the masters that run etcd (all but those with etcd: false) must be an odd number, at least one: kubespray refuses an even number of etcd hosts"
 	Masters []NodeEntry `json:"masters"`
 
 	// Workers are the worker nodes. A name also listed under masters is the same host with
@@ -201,6 +211,7 @@ type ProvisioningSpec struct {
 	// +kubebuilder:validation:MaxItems=300
 	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, self.exists_one(f, k in f)))",message="node names must be unique within workers"
 	// +kubebuilder:validation:XValidation:rule="[self.map(e, e.map(k, e[k] == null || !has(e[k].mac__dash__address) ? k : e[k].mac__dash__address.lowerAscii().replace('-', ':'))[0])].all(l, l.all(m, !m.contains(':') || l.indexOf(m) == l.lastIndexOf(m)))",message="mac-address must be unique: two nodes in this list name the same MAC (compared case-insensitively)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.all(k, e[k] == null || !has(e[k].etcd)))",message="etcd applies to masters only: set it under masters"
 	Workers []NodeEntry `json:"workers,omitempty"`
 
 	// KUDPlugins are KUD add-ons installed with the cluster (ICN). They are handed to the
@@ -246,6 +257,21 @@ type ProvisioningSpec struct {
 	// Inventory customises the rendered inventory.
 	// +optional
 	Inventory *InventoryConfig `json:"inventory,omitempty"`
+
+	// Kubernetes chooses the Kubernetes release kubespray installs.
+	// +optional
+	Kubernetes *KubernetesConfig `json:"kubernetes,omitempty"`
+}
+
+// KubernetesConfig chooses the Kubernetes release.
+type KubernetesConfig struct {
+	// Version of Kubernetes, such as 1.32.5 (a leading v is accepted), within the range of
+	// the chosen kubespray release (pkg/kubespray's profiles); BPA writes it as kube_version
+	// in that release's format. Empty means kubespray's default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=12
+	// +kubebuilder:validation:Pattern=`^v?1\.[0-9]{1,3}\.[0-9]{1,3}$`
+	Version string `json:"version,omitempty"`
 }
 
 // DebianPackageName follows Debian policy: lower-case alphanumerics and + . -, starting with

@@ -1,0 +1,165 @@
+package kubespraysim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/cli"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	bpainventory "github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/reference"
+)
+
+// CheckPlanDir runs the SIMULATED kubespray's checks on each operation `bpa plan -o` wrote
+// to dir, in order and in one facts cache (one container), with the argv's in-pod paths
+// pointed at the files beside it. image picks the release.
+func CheckPlanDir(t *testing.T, dir, image string) []string {
+	t.Helper()
+	ops, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9]-*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ops, "bpa plan wrote no operation")
+	t.Setenv(EnvImage, image)
+	t.Setenv(EnvFactsDir, t.TempDir())
+	t.Setenv(EnvRecordDir, "")
+	var names []string
+	for _, op := range ops {
+		data, err := os.ReadFile(filepath.Join(op, "argv.json"))
+		require.NoError(t, err)
+		var argv []string
+		require.NoError(t, json.Unmarshal(data, &argv))
+		require.Equal(t, "ansible-playbook", argv[0])
+		for i, a := range argv {
+			switch a {
+			case "/tmp/bpa/in/hosts.ini":
+				argv[i] = filepath.Join(op, "hosts.ini")
+			case "@/tmp/bpa/in/extra-vars.yaml":
+				argv[i] = "@" + filepath.Join(op, "vars.yaml")
+			}
+		}
+		_, err = Check(argv[1:])
+		require.NoError(t, err, "%s", op)
+		names = append(names, filepath.Base(op))
+	}
+	return names
+}
+
+func plan(t *testing.T, args ...string) (string, error) {
+	root := cli.NewRootCommand()
+	var out, errOut strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"plan"}, args...))
+	err := root.Execute()
+	return out.String(), err
+}
+
+func readCR(t *testing.T, file string) *bpav1.Provisioning {
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	docs, problems := validation.ValidateFile(context.Background(), file, data)
+	require.Empty(t, problems)
+	for _, d := range docs {
+		if p, ok := d.Object.(*bpav1.Provisioning); ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// TestExamplesPlanPassKubesprayRules: every example's `bpa plan -o` output (the real
+// ansible-inventory reading its hosts.ini) passes what kubespray checks before it runs;
+// the demo's two-master example included, with its odd etcd.
+func TestExamplesPlanPassKubesprayRules(t *testing.T) {
+	examples, err := filepath.Glob("../../examples/provisioning-*.yaml")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(examples), 4)
+	for _, ex := range examples {
+		t.Run(filepath.Base(ex), func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := plan(t, "-f", ex, "--bmh", "../../examples/bmh/"+filepath.Base(ex), "-o", dir)
+			require.NoError(t, err)
+			params, err := translator.ProvisioningParameters(readCR(t, ex))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"01-cluster"}, CheckPlanDir(t, dir, params["kubespray-image"]))
+			ini, err := os.ReadFile(filepath.Join(dir, "01-cluster", "hosts.ini"))
+			require.NoError(t, err)
+			if strings.Contains(ex, "mac-and-resources") {
+				assert.Contains(t, string(ini), "[etcd]\nmaster-1\n\n", "two masters: etcd on the first")
+			}
+		})
+	}
+}
+
+// TestPrintedPlan: without -o, the playbook, reason, argv, inventory and vars, in order.
+func TestPrintedPlan(t *testing.T) {
+	out, err := plan(t, "-f", "../../examples/provisioning-kud-plugins.yaml", "--bmh", "../../examples/bmh/provisioning-kud-plugins.yaml")
+	require.NoError(t, err)
+	i, j, k := strings.Index(out, "# 1. cluster: build the cluster on all 1 hosts\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'"),
+		strings.Index(out, "# hosts.ini (-i /tmp/bpa/in/hosts.ini)\n"), strings.Index(out, "# vars.yaml (-e @/tmp/bpa/in/extra-vars.yaml)\n")
+	assert.True(t, i >= 0 && j > i && k > j, out)
+	assert.Contains(t, out, "\"kud_plugins\":\n  - !unsafe")
+}
+
+// TestSamplesRenderKubesprayAcceptedInventories: the project's own CR samples (ICN-shaped
+// testdata, examples) and, when BPA_REFERENCE_DIR is set, ICN's and the seed's, each with
+// the hosts matched to its nodes, render an inventory and vars kubespray accepts.
+func TestSamplesRenderKubesprayAcceptedInventories(t *testing.T) {
+	paths, err := filepath.Glob("../../pkg/validation/testdata/good/*.yaml")
+	require.NoError(t, err)
+	ex, _ := filepath.Glob("../../examples/provisioning-*.yaml")
+	paths = append(paths, ex...)
+	if os.Getenv(reference.Env) != "" {
+		paths = append(paths, reference.Samples(t)...)
+	}
+	checked := 0
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		docs, _ := validation.ValidateFile(context.Background(), path, data)
+		for _, d := range docs {
+			p, ok := d.Object.(*bpav1.Provisioning)
+			if !ok {
+				continue
+			}
+			t.Run(filepath.Base(path)+"/"+p.Name, func(t *testing.T) {
+				nodes, err := hostmatch.Nodes(&p.Spec)
+				require.NoError(t, err)
+				var hosts []bpav1.HostStatus
+				for i, n := range nodes {
+					hosts = append(hosts, bpav1.HostStatus{Name: n.Name, Roles: n.Roles(), Etcd: n.Etcd, IP: fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)})
+				}
+				flavor := bpav1.InventoryFlavor("")
+				if p.Spec.Inventory != nil {
+					flavor = p.Spec.Inventory.Flavor
+				}
+				ini, _, err := bpainventory.Render(hosts, bpainventory.Options{Flavor: flavor})
+				require.NoError(t, err)
+				vars, err := bpainventory.ExtraVars(&p.Spec)
+				require.NoError(t, err)
+				dir := t.TempDir()
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "hosts.ini"), ini, 0o644))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "vars.yaml"), vars, 0o644))
+				params, err := translator.ProvisioningParameters(p)
+				require.NoError(t, err)
+				t.Setenv(EnvImage, params["kubespray-image"])
+				t.Setenv(EnvFactsDir, t.TempDir())
+				t.Setenv(EnvRecordDir, "")
+				_, err = Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/k", "-e", "@" + filepath.Join(dir, "vars.yaml"), "cluster.yml"})
+				require.NoError(t, err)
+			})
+			checked++
+		}
+	}
+	require.GreaterOrEqual(t, checked, 8)
+}
