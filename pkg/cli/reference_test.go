@@ -73,7 +73,7 @@ func TestReferenceICNHosts(t *testing.T) {
 	out, _, err := bpa(t, "hosts", "-f", master, "--bmh", hosts, "--leases", leases, "--now", "2019-08-08T23:00:00Z")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"name": "master-test", "roles": ["master", "worker"], "mac": "08:00:27:00:ab:c0",
-		"bareMetalHost": "bpa-test-bmh", "ip": "192.168.50.63"}]`, out)
+		"bareMetalHost": "bpa-test-bmh", "ip": "192.168.50.63", "etcd": true}]`, out)
 	_, _, err = bpa(t, "hosts", "-f", master, "--bmh", hosts, "--leases", leases)
 	requireExit1(t, err, "no current lease for 1 MAC(s): 08:00:27:00:ab:c0 (node master-test, BareMetalHost bpa-test-bmh) in "+leases+" at ")
 
