@@ -156,7 +156,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	if bad := after.Unsatisfied(); len(bad) > 0 {
 		return fmt.Errorf("%s: apt-get succeeded but dpkg reports: %s", who, strings.Join(bad, "; "))
 	}
-	o.logf("%s: done", who)
+	o.logf("%s: done: %s", who, software.HostLine(*res))
 	return nil
 }
 

@@ -48,7 +48,7 @@ func run(t *testing.T, objs ...client.Object) (nodes, hash string, err error) {
 	o := &options{namespace: "bpa", software: "sw", generation: 3,
 		output: filepath.Join(dir, "out", "nodes.json"), outputHash: filepath.Join(dir, "out", "nodes-hash"),
 		outputNames: filepath.Join(dir, "out", "names.json"),
-		logf: t.Logf}
+		logf:        t.Logf}
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { return o.GetName() == "prov" }) {
 		objs = append(objs, publisher())
 	}
