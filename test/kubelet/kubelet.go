@@ -373,6 +373,7 @@ func (k *Kubelet) next(ctx context.Context) bool {
 			k.logf("pod %s: bind to node %s: %v", pod.Name, k.opts.NodeName, err)
 			return true
 		}
+		pod.Spec.NodeName = k.opts.NodeName
 	}
 	start := time.Now()
 	if err := k.runPod(podCtx, pod); err != nil {
