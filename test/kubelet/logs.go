@@ -169,7 +169,6 @@ func (k *Kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
-	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	if err := streamLog(r.Context(), w, logs, container, opts); err != nil {
 		k.logf("logs of %s/%s: %v", name, container, err)
