@@ -24,12 +24,18 @@ async function main() {
                 logs += body;
                 await route.fulfill({response, body});
             });
+            // The welcome dialogs first, which the log panel would cover.
+            await page.goto(url.split('?')[0]);
+            await page.waitForFunction(() => document.querySelectorAll('svg g.node').length >= 7, null, {timeout: 60000});
+            await dismissDialogs(page);
         }
         await page.goto(url);
         // The graph: one g.node per Workflow node (the DAG and its steps), each with a
         // <title>"<node id> (<label>)"</title> beside it and its phase as a class.
         await page.waitForFunction(() => document.querySelectorAll('svg g.node').length >= 7, null, {timeout: 60000});
-        await dismissDialogs(page);
+        if (mode !== 'logs') {
+            await dismissDialogs(page);
+        }
         if (mode === 'inspect') {
             const nodes = await page.$$eval('svg g.node', els =>
                 els.map(e => {
