@@ -169,3 +169,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// HostLine is one host's result for the step's log: "worker-1 (10.0.0.3): Succeeded,
+// changed; curl 7.88.1-10, jq 1.6-2.1".
+func HostLine(r bpav1.HostSoftwareStatus) string {
+	line := r.Name
+	if r.IP != "" {
+		line += " (" + r.IP + ")"
+	}
+	line += ": " + r.Phase
+	if r.Changed {
+		line += ", changed"
+	}
+	var pkgs []string
+	for _, p := range r.Packages {
+		installed := p.Installed
+		if installed == "" {
+			installed = "not installed"
+		}
+		pkgs = append(pkgs, p.Name+" "+installed)
+	}
+	if len(pkgs) > 0 {
+		line += "; " + strings.Join(pkgs, ", ")
+	}
+	if r.Message != "" {
+		line += "; " + r.Message
+	}
+	return line
+}

@@ -368,3 +368,15 @@ func TestNodesHashMatchesController(t *testing.T) {
 		t.Error("a new node must change the hash")
 	}
 }
+
+func TestHostLine(t *testing.T) {
+	ok := bpav1.HostSoftwareStatus{Name: "worker-1", IP: "10.0.0.3", Phase: "Succeeded", Changed: true,
+		Packages: []bpav1.PackageStatus{{Name: "curl", Installed: "7.88.1-10"}, {Name: "telnet", Wanted: "absent"}}}
+	if got, want := HostLine(ok), "worker-1 (10.0.0.3): Succeeded, changed; curl 7.88.1-10, telnet not installed"; got != want {
+		t.Errorf("HostLine = %q, want %q", got, want)
+	}
+	bad := bpav1.HostSoftwareStatus{Name: "worker-2", Phase: "Failed", Message: "ssh: connection refused"}
+	if got, want := HostLine(bad), "worker-2: Failed; ssh: connection refused"; got != want {
+		t.Errorf("HostLine = %q, want %q", got, want)
+	}
+}

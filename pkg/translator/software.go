@@ -33,8 +33,9 @@ func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 func SoftwareParameterNames() []string { return append([]string(nil), softwareParameterOrder...) }
 
 // Software translates a Software into its Workflow: resolve-nodes lists the cluster's hosts,
-// install-software fans out over them with withParam (one Argo node per host, each
-// retryable alone), and verify-software summarises, even when some hosts failed.
+// install-software fans out over their names with withParam (one Argo node per host, shown as
+// install-software(0:master-1) and retryable alone), and verify-software summarises, even when
+// some hosts failed.
 func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 	params, err := SoftwareParameters(s)
 	if err != nil {
@@ -46,10 +47,10 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 
 	const t = workflowtemplates.Software
 	install := task("install-software", t, "install-software", "resolve-nodes",
-		"host", "{{item}}",
+		"host", HostOfItem,
 		"ssh-secret", wfParam("ssh-secret"), "ssh-user", wfParam("ssh-user"),
 		"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key"))
-	install.WithParam = "{{tasks.resolve-nodes.outputs.parameters.nodes}}"
+	install.WithParam = FanOutItems
 	tasks := []wfv1.DAGTask{
 		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation")),
 		install,
@@ -59,3 +60,14 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 	wf.Spec.Templates = []wfv1.Template{{Name: "install", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
 	return wf, nil
 }
+
+// The install-software fan-out (here and in workflowtemplates/software.yaml). Its items are
+// the node names, so Argo names each host's node install-software(0:master-1), not after the
+// whole node object. Each child picks its own node out of resolve-nodes' list by name, in the
+// workflow-controller when it expands the task: a child's inputs hold one host, so the
+// Workflow's status grows linearly with the cluster (the whole list in every child would
+// grow it quadratically).
+const (
+	FanOutItems = "{{tasks.resolve-nodes.outputs.parameters.names}}"
+	HostOfItem  = "{{=toJson(find(fromJSON(tasks['resolve-nodes'].outputs.parameters.nodes), {.name == item}))}}"
+)

@@ -153,11 +153,17 @@ func newWorkflow(owner metav1.Object, gvkKind, nameLabel, template, kind string,
 				SecondsAfterSuccess: ptr.To(int32(keepSucceededSeconds)),
 				SecondsAfterFailure: ptr.To(int32(keepFailedSeconds)),
 			},
-			// Failed pods stay so their logs can be read; successful ones go.
-			PodGC: &wfv1.PodGC{Strategy: wfv1.PodGCOnPodSuccess},
+			// Failed pods stay so their logs can be read; successful ones go after
+			// PodLogsKept, so `argo logs`, `kubectl logs` and the UI show a finished run's
+			// every step (a pod's log goes with the pod).
+			PodGC: &wfv1.PodGC{Strategy: wfv1.PodGCOnPodSuccess, DeleteDelayDuration: PodLogsKept},
 		},
 	}
 }
+
+// PodLogsKept is how long a succeeded step's pod, and so its log, outlives it (here and in
+// the WorkflowTemplates' podGC).
+const PodLogsKept = "1h"
 
 func parameters(kv map[string]string, order []string) []wfv1.Parameter {
 	out := make([]wfv1.Parameter, 0, len(order))

@@ -81,6 +81,7 @@ func assertWorkflowInvariants(t *testing.T, cr metav1.Object, kind string, wf *w
 	require.Len(t, wf.Spec.Synchronization.Mutexes, 1)
 	assert.Equal(t, "bpa-cluster-"+cluster, wf.Spec.Synchronization.Mutexes[0].Name)
 	assert.Equal(t, wfv1.PodGCOnPodSuccess, wf.Spec.PodGC.Strategy)
+	assert.Equal(t, translator.PodLogsKept, wf.Spec.PodGC.DeleteDelayDuration, "step logs outlive the steps")
 	assert.GreaterOrEqual(t, *wf.Spec.TTLStrategy.SecondsAfterFailure, int32(3*24*3600))
 	assert.NotNil(t, wf.Spec.ActiveDeadlineSeconds)
 	assert.Equal(t, "bpa-step", wf.Spec.ServiceAccountName)

@@ -125,11 +125,15 @@ func run(t *runT, root, logDir string) {
 		say("applied %T %s", o, o.GetName())
 	}
 
-	if err := watch(ctx, site, prov.Name, objs[1].GetName(), objs[2].GetName()); err != nil {
+	runs, err := watch(ctx, site, prov.Name, objs[1].GetName(), objs[2].GetName())
+	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			say("interrupted; stopping everything.")
 			return
 		}
+		t.Fatal(err)
+	}
+	if err := showLogs(ctx, site, runs); err != nil {
 		t.Fatal(err)
 	}
 	if oneshot {
@@ -272,8 +276,8 @@ func (t *runT) report() {
 }
 
 // watch prints each step as it changes, until the Provisioning, the Software and the
-// Cluster that ties them succeed.
-func watch(ctx context.Context, site *sim.Site, provName, swName, clusterName string) error {
+// Cluster that ties them succeed, and returns the first two's final status.
+func watch(ctx context.Context, site *sim.Site, provName, swName, clusterName string) ([]*bpav1.RunStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
 	defer cancel()
 	seen := map[string]string{}
@@ -303,21 +307,21 @@ func watch(ctx context.Context, site *sim.Site, provName, swName, clusterName st
 		p, sw := &bpav1.Provisioning{}, &bpav1.Software{}
 		key := func(n string) client.ObjectKey { return client.ObjectKey{Namespace: site.Namespace, Name: n} }
 		if err := site.Client.Get(ctx, key(provName), p); err != nil {
-			return err
+			return nil, err
 		}
 		if err := site.Client.Get(ctx, key(swName), sw); err != nil {
-			return err
+			return nil, err
 		}
 		report("Provisioning", p.Name, &p.Status.RunStatus)
 		report("Software", sw.Name, &sw.Status.RunStatus)
 		for _, st := range []*bpav1.RunStatus{&p.Status.RunStatus, &sw.Status.RunStatus} {
 			if st.Phase == bpav1.PhaseFailed || st.Phase == bpav1.PhaseError {
-				return fmt.Errorf("run failed: %s", st.Message)
+				return nil, fmt.Errorf("run failed: %s", st.Message)
 			}
 		}
 		c := &bpav1.Cluster{}
 		if err := site.Client.Get(ctx, key(clusterName), c); err != nil {
-			return err
+			return nil, err
 		}
 		if p.Status.Phase == bpav1.PhaseSucceeded && sw.Status.Phase == bpav1.PhaseSucceeded && c.Status.Phase == bpav1.PhaseSucceeded {
 			say("Provisioning %s Succeeded: Workflow %s, kubeconfig in Secret %s (key value)", p.Name, p.Status.Workflow.Name, p.Status.KubeconfigSecretName)
@@ -334,14 +338,35 @@ func watch(ctx context.Context, site *sim.Site, provName, swName, clusterName st
 				say("    host %-10s %s", h.Name, strings.Join(pkgs, " "))
 			}
 			say("Cluster %s: %s (provisioning %s, software %s)", c.Name, c.Status.Phase, c.Status.ProvisioningPhase, c.Status.SoftwarePhase)
-			return nil
+			return []*bpav1.RunStatus{&p.Status.RunStatus, &sw.Status.RunStatus}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the examples did not succeed in time: %w", ctx.Err())
+			return nil, fmt.Errorf("the examples did not succeed in time: %w", ctx.Err())
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// showLogs prints `argo logs` (the real CLI, as a user would run it) of the runs that just
+// succeeded, and fails unless every step's output is there.
+func showLogs(ctx context.Context, site *sim.Site, runs []*bpav1.RunStatus) error {
+	for _, st := range runs {
+		out, err := site.Rig.Argo(ctx, "logs", st.Workflow.Name, "--no-color")
+		if err != nil {
+			return err
+		}
+		say("argo logs %s (each line prefixed with its step's pod):", st.Workflow.Name)
+		for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+			fmt.Println("    " + line)
+		}
+		for _, step := range st.Steps {
+			if !strings.Contains(out, st.Workflow.Name+"-"+step.Name+"-") {
+				return fmt.Errorf("argo logs %s shows nothing of step %s", st.Workflow.Name, step.Name)
+			}
+		}
+	}
+	return nil
 }
 
 func readCRs(t testing.TB, paths ...string) []client.Object {

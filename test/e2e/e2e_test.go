@@ -233,13 +233,15 @@ func (e *env) assertProvisioned(t *testing.T, p *bpav1.Provisioning) {
 			assert.Equal(t, h.IP, cm.Data[strings.ToUpper(r)+"_"+h.Name], "%s %s", r, h.Name)
 		}
 	}
+	e.assertProvisioningLogs(t, p)
 	e.assertNoSecretOutsideSecrets(t, cfg)
 }
 
 // assertNoSecretOutsideSecrets looks for the SSH private key and the published kubeconfig's
 // credentials, as text or base64, everywhere but in Secrets: the Workflows (spec, and every
 // node's inputs, outputs and message), the step results Argo keeps, the BPA CRs' status,
-// the ConfigMaps and the Events of the namespace.
+// the ConfigMaps and the Events of the namespace, and the logs of every container of every
+// pod there (what kubectl logs, argo logs and the UI show).
 func (e *env) assertNoSecretOutsideSecrets(t *testing.T, kubeconfig *clientcmdapi.Config) {
 	t.Helper()
 	needles := e.secretNeedles(t, kubeconfig)
@@ -252,6 +254,11 @@ func (e *env) assertNoSecretOutsideSecrets(t *testing.T, kubeconfig *clientcmdap
 		for _, n := range needles {
 			assert.NotContains(t, string(data), n, "a secret in a %T", list)
 		}
+	}
+	logs := e.stepLogs(t)
+	require.Contains(t, logs, "PLAY RECAP", "the scan reads the steps' logs")
+	for _, n := range needles {
+		assert.NotContains(t, logs, n, "a secret in a step's log")
 	}
 }
 
@@ -324,6 +331,7 @@ func (e *env) softwareOnExample(t *testing.T, p *bpav1.Provisioning) {
 	got := &bpav1.Software{}
 	e.waitFor(t, got, s.Name, func() bool { return got.Status.Phase == bpav1.PhaseSucceeded }, "Software Succeeded")
 	e.checkDescribe(t, p, got)
+	e.assertFanOutNames(t, got)
 	require.Len(t, got.Status.HostSoftware, len(p.Status.Hosts))
 	for _, h := range got.Status.HostSoftware {
 		assert.Equal(t, "Succeeded", h.Phase, h.Name)
@@ -393,6 +401,9 @@ func (e *env) scenarioRetry(t *testing.T) {
 	assert.Contains(t, failed.Status.Message, "step run-kubespray failed")
 	assert.Contains(t, failed.Status.Message, "injected failure")
 	assert.True(t, isTrue(failed.Status.Conditions, bpav1.ConditionStalled))
+	// The failed step's log, where a user looks first, shows the failing Ansible task.
+	assertLogLines(t, e.argoLogs(t, failed.Status.Workflow.Name), "run-kubespray",
+		`TASK \[kubernetes/control-plane : kubeadm init\]`, `fatal: \[\S+\]: FAILED! => .*injected failure`, "PLAY RECAP")
 
 	require.NoError(t, os.Remove(e.FailFile))
 	out, err := e.Rig.Argo(e.ctx, "retry", failed.Status.Workflow.Name)

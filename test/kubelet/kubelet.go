@@ -26,15 +26,18 @@ package kubelet
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
-	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	wfclientset "github.com/argoproj/argo-workflows/v3/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -88,11 +91,18 @@ type Options struct {
 	OnPod func(pod *corev1.Pod) (handled bool)
 	// Concurrency is how many pods run at once (default 4).
 	Concurrency int
-	// WorkDir holds one directory per pod (volumes, main.log). Default: a
+	// WorkDir holds one directory per pod (volumes, logs). Default: a
 	// temporary directory removed by Stop; a given WorkDir is kept.
 	WorkDir string
 	// Logf receives the stand-in's own log lines (default: log.Printf).
 	Logf func(format string, args ...any)
+	// TLSConfig, when set, serves the kubelet API's containerLogs endpoint on 127.0.0.1
+	// with it (rig.KubeletTLSConfig), registers a Node named NodeName that points there and
+	// binds each pod the stand-in runs to it, so pods/log (kubectl logs, argo logs, the Argo
+	// UI) reaches every container's log. Without it, logs stay in the pod dirs.
+	TLSConfig *tls.Config
+	// NodeName is the Node's name (default "simulated-node-<Namespace>").
+	NodeName string
 }
 
 // Kubelet is a running stand-in kubelet.
@@ -109,7 +119,11 @@ type Kubelet struct {
 	mu      sync.Mutex
 	seen    map[types.UID]bool               // pods ever claimed: each pod runs once
 	running map[types.UID]context.CancelFunc // to kill the process of a deleted pod
-	dirs    map[string]string                // pod name and Argo node ID -> pod dir
+	// terminating are the pods whose deletion the stand-in confirms once stopped
+	terminating map[types.UID]bool
+	dirs        map[string]string   // pod name and Argo node ID -> pod dir
+	logs        map[string]*podLogs // pod name -> its containers' logs
+	server      *http.Server        // the kubelet API, with Options.TLSConfig
 }
 
 // Start starts watching and returns once the pod cache has synced. Stop it
@@ -130,6 +144,12 @@ func Start(ctx context.Context, opts Options) (*Kubelet, error) {
 		seen:    map[types.UID]bool{},
 		running: map[types.UID]context.CancelFunc{},
 		dirs:    map[string]string{},
+		logs:    map[string]*podLogs{},
+
+		terminating: map[types.UID]bool{},
+	}
+	if k.opts.NodeName == "" {
+		k.opts.NodeName = "simulated-node-" + opts.Namespace
 	}
 	var err error
 	if k.kube, err = kubernetes.NewForConfig(opts.Config); err != nil {
@@ -157,11 +177,23 @@ func Start(ctx context.Context, opts Options) (*Kubelet, error) {
 	}); err != nil {
 		return nil, err
 	}
+	startCtx := ctx
 	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		k.Stop()
 		return nil, fmt.Errorf("simulated kubelet: pod cache did not sync")
+	}
+	if opts.TLSConfig != nil {
+		port, err := k.serve()
+		if err == nil {
+			err = k.registerNode(startCtx, port)
+		}
+		if err != nil {
+			k.Stop()
+			return nil, fmt.Errorf("simulated kubelet: serve the kubelet API: %w", err)
+		}
+		k.logf("node %s: kubelet API (containerLogs) on https://127.0.0.1:%d", k.opts.NodeName, port)
 	}
 	for range opts.Concurrency {
 		k.wg.Add(1)
@@ -181,6 +213,9 @@ func Start(ctx context.Context, opts Options) (*Kubelet, error) {
 // the workers; a temporary WorkDir is removed.
 func (k *Kubelet) Stop() {
 	k.cancel()
+	if k.server != nil {
+		_ = k.server.Close()
+	}
 	k.mu.Lock()
 	for _, cancel := range k.running {
 		cancel()
@@ -192,7 +227,7 @@ func (k *Kubelet) Stop() {
 	}
 }
 
-// PodDir is the directory of a pod the stand-in ran (volumes/, fs/, main.log),
+// PodDir is the directory of a pod the stand-in ran (volumes/, fs/, logs/<container>.log),
 // by pod name or Argo node ID; "" if it never ran it.
 func (k *Kubelet) PodDir(podOrNode string) string {
 	k.mu.Lock()
@@ -201,14 +236,20 @@ func (k *Kubelet) PodDir(podOrNode string) string {
 }
 
 // Log returns the combined stdout and stderr of a pod's main process, by pod
-// name or Argo node ID.
+// name or Argo node ID, without timestamps.
 func (k *Kubelet) Log(podOrNode string) string {
 	dir := k.PodDir(podOrNode)
 	if dir == "" {
 		return ""
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "main.log"))
-	return string(b)
+	b, _ := os.ReadFile(newPodLogs(dir).path(containerMain))
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if e, ok := parseEntry(strings.TrimSuffix(line, "\n")); ok {
+			out.WriteString(e.line + "\n")
+		}
+	}
+	return out.String()
 }
 
 func (k *Kubelet) logf(format string, args ...any) {
@@ -217,6 +258,9 @@ func (k *Kubelet) logf(format string, args ...any) {
 
 func (k *Kubelet) enqueue(obj any) {
 	pod, ok := obj.(*corev1.Pod)
+	if ok && pod.DeletionTimestamp != nil && pod.Spec.NodeName == k.opts.NodeName {
+		k.terminate(pod)
+	}
 	if !ok || pod.DeletionTimestamp != nil {
 		return
 	}
@@ -246,6 +290,47 @@ func (k *Kubelet) deleted(obj any) {
 		k.logf("pod %s deleted while running: killing its process", pod.Name)
 		cancel()
 	}
+}
+
+// terminate finishes the graceful deletion of a pod bound to the stand-in's Node, as a
+// kubelet does: the apiserver keeps such a pod until its kubelet has stopped it and deletes
+// it with grace period 0.
+func (k *Kubelet) terminate(pod *corev1.Pod) {
+	k.mu.Lock()
+	cancel := k.running[pod.UID]
+	already := k.terminating[pod.UID]
+	k.terminating[pod.UID] = true
+	k.mu.Unlock()
+	if already {
+		return
+	}
+	if cancel != nil {
+		k.logf("pod %s deleted while running: killing its process", pod.Name)
+		cancel()
+	}
+	go func() {
+		ctx, stop := context.WithTimeout(context.Background(), killGrace+30*time.Second)
+		defer stop()
+		for {
+			k.mu.Lock()
+			_, running := k.running[pod.UID]
+			k.mu.Unlock()
+			if !running {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		err := k.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &pod.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			k.logf("pod %s: confirm deletion: %v", pod.Name, err)
+		}
+	}()
 }
 
 // next runs one queued pod; false once the queue is shut down.
@@ -282,6 +367,13 @@ func (k *Kubelet) next(ctx context.Context) bool {
 	if k.opts.OnPod != nil && k.opts.OnPod(pod) {
 		k.logf("pod %s handled by the test's OnPod hook", pod.Name)
 		return true
+	}
+	if k.opts.TLSConfig != nil {
+		if err := k.bind(podCtx, pod); err != nil {
+			k.logf("pod %s: bind to node %s: %v", pod.Name, k.opts.NodeName, err)
+			return true
+		}
+		pod.Spec.NodeName = k.opts.NodeName
 	}
 	start := time.Now()
 	if err := k.runPod(podCtx, pod); err != nil {

@@ -68,8 +68,11 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "greeting"}, Data: map[string]string{"word": "bonjour"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	tlsConfig, err := r.KubeletTLSConfig()
+	require.NoError(t, err)
 
 	e.k, err = kubelet.Start(ctx, kubelet.Options{
+		TLSConfig:        tlsConfig,
 		Config:           r.RESTConfig,
 		Kubeconfig:       r.Kubeconfig,
 		AsServiceAccount: true,
@@ -137,6 +140,9 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 	t.Run("deleted pod kills the process group", e.testDelete)
 	t.Run("step uses KUBECONFIG, Secret volume and env", e.testClient)
 	t.Run("argo CLI lists and gets workflows", e.testArgoCLI)
+	t.Run("logs through the apiserver: client-go, kubectl, argo", e.testLogs)
+	t.Run("logs followed while the step runs", e.testFollow)
+	t.Run("kubelet API refuses clients without the apiserver's certificate", e.testKubeletAuth)
 }
 
 const dagWorkflow = `
@@ -282,20 +288,27 @@ spec:
 func (e *env) testDelete(t *testing.T) {
 	ctx := context.Background()
 	wf := e.submit(t, deleteWorkflow)
-	var pod *corev1.Pod
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := e.kube.CoreV1().Pods(e.r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + wf.Name})
-		if err != nil || len(pods.Items) == 0 || pods.Items[0].Status.Phase != corev1.PodRunning {
-			return false, err
-		}
-		pod = &pods.Items[0]
-		return len(processes("sleep 3017")) > 0 && len(processes("sleep 3018")) > 0, nil
-	}), "the step runs (pod Running, both sleeps started)")
+	pod := e.waitRunning(t, wf, func() bool { return len(processes("sleep 3017")) > 0 && len(processes("sleep 3018")) > 0 })
 	require.NoError(t, e.kube.CoreV1().Pods(e.r.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
 	// The whole process group goes, the backgrounded sleep included.
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return len(processes("sleep 3017"))+len(processes("sleep 3018")) == 0, nil
 	}), "processes of the deleted pod are killed")
+}
+
+// waitRunning waits for the (single) pod of wf to be Running and ready() to hold.
+func (e *env) waitRunning(t *testing.T, wf *wfv1.Workflow, ready func() bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := e.kube.CoreV1().Pods(e.r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + wf.Name})
+		if err != nil || len(pods.Items) == 0 || pods.Items[0].Status.Phase != corev1.PodRunning {
+			return false, err
+		}
+		pod = &pods.Items[0]
+		return ready(), nil
+	}), "the step of %s runs", wf.Name)
+	return pod
 }
 
 // processes returns the pids whose command line contains s.

@@ -47,11 +47,13 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	logs := newPodLogs(dir)
 	k.mu.Lock()
 	k.dirs[pod.Name] = dir
 	if id := pod.Annotations[annotationNodeID]; id != "" {
 		k.dirs[id] = dir
 	}
+	k.logs[pod.Name] = logs
 	k.mu.Unlock()
 
 	id, err := k.identity(ctx, pod, dir)
@@ -59,7 +61,18 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		out = initFailure("%v", err)
 	} else {
-		out = k.execute(ctx, pod, dir, id)
+		out = k.execute(ctx, pod, dir, id, logs)
+	}
+	// What the init and wait containers would have said (the stand-in does their work).
+	if out.initCode != 0 {
+		logs.Printf(containerInit, "%s", out.initMsg)
+	} else if out.waitCode != 0 {
+		logs.Printf(containerWait, "%s", out.waitMsg)
+	} else if out.outputs != nil {
+		logs.Printf(containerWait, "outputs reported: %d parameter(s) (SIMULATED wait container)", len(out.outputs.Parameters))
+	}
+	for _, c := range []string{containerInit, containerMain, containerWait} {
+		logs.End(c)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("not reported: %w", context.Cause(ctx))
@@ -73,7 +86,7 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // execute sets the pod up, runs its main container and collects outputs.
-func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *podIdentity) *outcome {
+func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *podIdentity, logs *podLogs) *outcome {
 	main := findContainer(pod.Spec.Containers, containerMain)
 	if main == nil {
 		return initFailure("pod has no %q container", containerMain)
@@ -118,17 +131,15 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 		return initFailure("%v", err)
 	}
 
+	logs.Printf(containerInit, "volumes, artifacts and environment set up in %s (SIMULATED init container)", dir)
+	logs.End(containerInit)
+
 	out := &outcome{started: metav1.Now()}
 	runner, argv, resolveErr := k.resolve(main.Image, argv)
 	if err := k.setStatus(ctx, pod, runningStatus(pod, out.started)); err != nil {
 		return initFailure("mark pod running: %v", err)
 	}
 
-	logFile, err := os.Create(filepath.Join(dir, "main.log"))
-	if err != nil {
-		return initFailure("%v", err)
-	}
-	defer logFile.Close()
 	var (
 		mu     sync.Mutex // stdout and stderr may be written concurrently
 		stdout = &capBuffer{max: 256 << 10}
@@ -136,8 +147,8 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 	)
 	e := &Exec{
 		Pod: pod, Template: tmpl, Image: main.Image, Command: argv, Env: env, Dir: workDir,
-		Stdout: &lockedWriter{mu: &mu, w: io.MultiWriter(logFile, stdout)},
-		Stderr: &lockedWriter{mu: &mu, w: io.MultiWriter(logFile, stderr)},
+		Stdout: &lockedWriter{mu: &mu, w: io.MultiWriter(logs.Writer(containerMain, "stdout"), stdout)},
+		Stderr: &lockedWriter{mu: &mu, w: io.MultiWriter(logs.Writer(containerMain, "stderr"), stderr)},
 	}
 
 	runCtx := ctx
@@ -158,7 +169,9 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 	switch {
 	case err != nil && ctx.Err() == nil && !deadlineExceeded:
 		out.mainCode, out.mainReason, out.mainMsg = 128, "StartError", "simulated kubelet: "+err.Error()
+		fmt.Fprintln(e.Stderr, out.mainMsg)
 	case deadlineExceeded:
+		fmt.Fprintf(e.Stderr, "simulated kubelet: killed after activeDeadlineSeconds=%d\n", *pod.Spec.ActiveDeadlineSeconds)
 		// As the kubelet reports it; Argo prefers the pod message for the node.
 		out.mainCode, out.mainReason = int32(code), "Error"
 		out.podReason, out.podMsg = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"

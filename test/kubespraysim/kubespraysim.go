@@ -235,11 +235,6 @@ func Check(args []string) (*Play, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ansible-playbook arguments: %w", err)
 	}
-	if f := os.Getenv(EnvFailFile); f != "" {
-		if _, err := os.Stat(f); err == nil {
-			return nil, fmt.Errorf("TASK [kubernetes/control-plane : kubeadm init] fatal: injected failure (%s exists)", f)
-		}
-	}
 	image := os.Getenv(EnvImage)
 	if image == "" {
 		image = "quay.io/kubespray/kubespray:" + kubespray.DefaultVersion
@@ -284,15 +279,19 @@ func Check(args []string) (*Play, error) {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	pl, err := Check(args)
+	checked, err := Check(args)
 	if err != nil {
 		return err
 	}
-	a, inv, pb, op, factsDir := pl.a, pl.inv, pl.op.Playbook, pl.op, pl.factsDir
-	profile, patch := pl.profile, pl.patch
+	a, inv, pb, op, factsDir := checked.a, checked.inv, checked.op.Playbook, checked.op, checked.factsDir
+	profile, patch := checked.profile, checked.patch
 	fmt.Fprintf(out, "SIMULATED kubespray %s.%d %s: %d hosts, control plane %v\n", profile.Minor, patch, a.playbook, len(inv.hosts), inv.masters)
+	pl := &play{out: out, recap: map[string]*[4]int{}}
+	fmt.Fprintf(out, "\nPLAY [k8s_cluster] %s\n", stars(""))
+	defer pl.printRecap(inv.names())
 
-	if err := loginEverywhere(ctx, a, inv); err != nil {
+	pl.task("Gathering Facts")
+	if err := loginEverywhere(ctx, a, inv, pl); err != nil {
 		return err
 	}
 	// Every playbook but reset.yml gathers facts (facts.yml) of the hosts it runs on.
@@ -307,6 +306,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if pb != kubespray.Cluster && pb != kubespray.Scale && pb != kubespray.Upgrade {
 		return nil
 	}
+	first := inv.masters[0]
+	pl.task("kubernetes/control-plane : kubeadm init")
+	if f := os.Getenv(EnvFailFile); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			msg := fmt.Sprintf("injected failure (%s exists)", f)
+			pl.fatal(first, "FAILED!", msg)
+			return fmt.Errorf("TASK [kubernetes/control-plane : kubeadm init] fatal: %s", msg)
+		}
+	}
 	appKubeconfig, err := os.ReadFile(os.Getenv(EnvAppKubeconfig))
 	if err != nil {
 		return fmt.Errorf("reading the application cluster's kubeconfig: %w", err)
@@ -315,7 +323,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := json.Unmarshal([]byte(os.Getenv(EnvKubeDirs)), &dirs); err != nil {
 		return fmt.Errorf("%s: %w", EnvKubeDirs, err)
 	}
-	first := inv.masters[0]
 	dir, ok := dirs[inv.hosts[first]]
 	if !ok {
 		return fmt.Errorf("no simulated host at %s (%s)", inv.hosts[first], first)
@@ -323,7 +330,74 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.WriteFile(filepath.Join(dir, "admin.conf"), appKubeconfig, 0o600); err != nil {
 		return err
 	}
-	return registerNodes(ctx, appKubeconfig, inv)
+	pl.result(first, true)
+	pl.task("kubernetes/kubeadm : Join to cluster")
+	if err := registerNodes(ctx, appKubeconfig, inv); err != nil {
+		return err
+	}
+	for _, n := range inv.names() {
+		pl.result(n, true)
+	}
+	return nil
+}
+
+func (inv *inventory) names() []string {
+	names := make([]string, 0, len(inv.hosts))
+	for n := range inv.hosts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// play prints what ansible-playbook prints (task headers, a line per host, the recap), so
+// the step's log reads like a kubespray run's.
+type play struct {
+	out   io.Writer
+	recap map[string]*[4]int // ok, changed, unreachable, failed
+}
+
+func stars(title string) string { return strings.Repeat("*", max(3, 72-len(title))) }
+
+func (p *play) task(name string) { fmt.Fprintf(p.out, "\nTASK [%s] %s\n", name, stars(name)) }
+
+func (p *play) count(host string, i int) {
+	if p.recap[host] == nil {
+		p.recap[host] = &[4]int{}
+	}
+	p.recap[host][i]++
+}
+
+func (p *play) result(host string, changed bool) {
+	if changed {
+		fmt.Fprintf(p.out, "changed: [%s]\n", host)
+		p.count(host, 1)
+	} else {
+		fmt.Fprintf(p.out, "ok: [%s]\n", host)
+	}
+	p.count(host, 0)
+}
+
+// fatal reports a host's failure; kind is "FAILED!" or "UNREACHABLE!".
+func (p *play) fatal(host, kind, msg string) {
+	m, _ := json.Marshal(map[string]any{"changed": false, "msg": msg})
+	fmt.Fprintf(p.out, "fatal: [%s]: %s => %s\n", host, kind, m)
+	if kind == "UNREACHABLE!" {
+		p.count(host, 2)
+	} else {
+		p.count(host, 3)
+	}
+}
+
+func (p *play) printRecap(hosts []string) {
+	fmt.Fprintf(p.out, "\nPLAY RECAP %s\n", stars("RECAP"))
+	for _, h := range hosts {
+		c := p.recap[h]
+		if c == nil {
+			c = &[4]int{}
+		}
+		fmt.Fprintf(p.out, "%-24s : ok=%d changed=%d unreachable=%d failed=%d skipped=0 rescued=0 ignored=0\n", h, c[0], c[1], c[2], c[3])
+	}
 }
 
 // record keeps what the run was given, when EnvRecordDir asks, in the layout of `bpa plan -o`.
@@ -360,7 +434,7 @@ func record(args []string, op kubespray.Operation, inventoryFile, varsFile strin
 
 // loginEverywhere proves the key and known_hosts work for every host, as Ansible's first
 // task would.
-func loginEverywhere(ctx context.Context, a playbookArgs, inv *inventory) error {
+func loginEverywhere(ctx context.Context, a playbookArgs, inv *inventory, pl *play) error {
 	port := 22
 	knownHosts, insecure := "", true
 	for _, e := range a.extraVars {
@@ -380,22 +454,20 @@ func loginEverywhere(ctx context.Context, a playbookArgs, inv *inventory) error 
 			insecure = knownHosts == "/dev/null"
 		}
 	}
-	names := make([]string, 0, len(inv.hosts))
-	for n := range inv.hosts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range inv.names() {
 		cfg := sshexec.Config{User: a.user, Port: port, KeyFile: a.privateKey, KnownHostsFile: knownHosts, InsecureIgnoreHostKey: insecure, ConnectTimeout: 10 * time.Second}
 		c, err := sshexec.Dial(ctx, inv.hosts[n], cfg)
 		if err != nil {
+			pl.fatal(n, "UNREACHABLE!", err.Error())
 			return fmt.Errorf("fatal: [%s]: UNREACHABLE! %v", n, err)
 		}
 		_, err = c.Output(ctx, []string{"true"})
 		c.Close()
 		if err != nil {
+			pl.fatal(n, "FAILED!", err.Error())
 			return fmt.Errorf("fatal: [%s]: %v", n, err)
 		}
+		pl.result(n, false)
 	}
 	return nil
 }

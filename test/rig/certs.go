@@ -51,24 +51,35 @@ func newCA() (*certAuthority, error) {
 // issueServing writes a serving certificate and key for the given IPs (and
 // "localhost") to certFile and keyFile.
 func (ca *certAuthority) issueServing(certFile, keyFile string, ips []net.IP) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, key, err := ca.issue("kube-apiserver", x509.ExtKeyUsageServerAuth, ips)
 	if err != nil {
 		return err
 	}
+	return writeCertAndKey(certFile, keyFile, der, key)
+}
+
+// issue signs a certificate for one use (serving, or client authentication)
+// that is valid for ips and "localhost".
+func (ca *certAuthority) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP) ([]byte, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return err
-	}
+	return der, key, err
+}
+
+func writeCertAndKey(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {
 	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
 		return err
 	}

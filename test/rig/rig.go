@@ -140,6 +140,9 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 		return nil, err
 	}
 	r.CAData = r.ca.pem
+	if err = r.writeKubeletClientFiles(); err != nil {
+		return nil, err
+	}
 	if err = r.startEtcd(ctx); err != nil {
 		return nil, err
 	}
@@ -432,6 +435,12 @@ func (r *Rig) startAPIServer(ctx context.Context, name, etcdPrefix, bindAddress 
 			// The "kubernetes" Service endpoints cannot be a loopback address
 			// (the reconciler logs an error every 10 s); nothing here uses them.
 			"--endpoint-reconciler-type=none",
+			// Logs, exec and port-forward go to a stand-in kubelet's API (test/kubelet),
+			// over TLS verified both ways, at the address its Node reports.
+			"--kubelet-certificate-authority="+r.file(caFile),
+			"--kubelet-client-certificate="+r.file(kubeletClientCert),
+			"--kubelet-client-key="+r.file(kubeletClientKey),
+			"--kubelet-preferred-address-types=InternalIP",
 		)
 		if err != nil {
 			return err

@@ -117,7 +117,10 @@ func New(t testing.TB, opts Options) *Site {
 	if opts.Log != nil {
 		logf = func(format string, args ...any) { fmt.Fprintf(opts.Log, "[kubelet] "+format+"\n", args...) }
 	}
+	kubeletTLS, err := s.Rig.KubeletTLSConfig()
+	must(t, err, "the stand-in kubelet's certificate")
 	s.Kubelet, err = kubelet.Start(context.Background(), kubelet.Options{
+		TLSConfig:        kubeletTLS,
 		Config:           cfg,
 		Kubeconfig:       s.Rig.Kubeconfig,
 		AsServiceAccount: true,

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,9 +67,9 @@ func TestArgoUI(t *testing.T) {
 	assertLoopbackOnly(t, ui)
 	workflows := ui + "/workflows/" + site.Namespace
 
-	browse := func(mode, url, shot string) string {
+	browse := func(mode, url, shot string, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, "node", "ui.cjs", mode, url, filepath.Join(shots, shot))
+		cmd := exec.CommandContext(ctx, "node", append([]string{"ui.cjs", mode, url, filepath.Join(shots, shot)}, args...)...)
 		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 		out, err := cmd.Output()
 		var stderr string
@@ -111,6 +112,25 @@ func TestArgoUI(t *testing.T) {
 		assert.Equal(t, "Succeeded", phases[step], "step %s in the UI (nodes: %v)", step, phases)
 	}
 	assert.Equal(t, "Succeeded", phases[done.Status.Workflow.Name], "the DAG itself")
+
+	// The log tab of run-kubespray, the first thing a user opens when a step fails, shows
+	// the step's output: (SIMULATED) kubespray's recap.
+	wf := &wfv1.Workflow{}
+	require.NoError(t, site.Client.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: done.Status.Workflow.Name}, wf))
+	var podNode string
+	for id, n := range wf.Status.Nodes {
+		if n.Type == wfv1.NodeTypePod && strings.HasPrefix(n.DisplayName, "run-kubespray") {
+			podNode = id
+		}
+	}
+	require.NotEmpty(t, podNode, "run-kubespray's pod node")
+	out = browse("logs", workflows+"/"+wf.Name+"?tab=workflow&nodeId="+podNode+"&sidePanel=logs:"+podNode+":main", "provisioning-logs.png", "PLAY RECAP")
+	var logs struct {
+		Found bool
+		Bytes int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &logs), out)
+	assert.True(t, logs.Found, "the log tab shows run-kubespray's output (%d bytes received)", logs.Bytes)
 
 	// A failed run (kubespray fails), retried from the UI: the CR goes back to Running
 	// on the same Workflow, then succeeds.

@@ -74,6 +74,8 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 	if err != nil {
 		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}
+	logf("Provisioning %s: %d nodes placed on %d BareMetalHosts in namespace %s", p.Name, len(hosts), len(list.Items), ns)
+	logNotChosen(logf, me, hosts, list.Items)
 	for _, h := range hosts {
 		b := byName[h.BareMetalHost]
 		if me.Owns(b.Spec.ConsumerRef) && b.Labels[bpav1.HostClaimLabel] == cluster {
@@ -93,6 +95,30 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 		logf("node %s: claimed BareMetalHost %s/%s for Provisioning %s (cluster %s)", h.Name, ns, b.Name, p.Name, cluster)
 	}
 	return hosts, nil
+}
+
+// logNotChosen says why each host that was not chosen was left, beyond the foreign consumers
+// already reported: a person debugging a match wants every host accounted for.
+func logNotChosen(logf func(string, ...any), me hostmatch.Claimant, hosts []bpav1.HostStatus, all []metal3v1.BareMetalHost) {
+	chosen := map[string]bool{}
+	for _, h := range hosts {
+		chosen[h.BareMetalHost] = true
+	}
+	for i := range all {
+		b := &all[i]
+		label := b.Labels[bpav1.HostClaimLabel]
+		switch {
+		case chosen[b.Name] || (b.Spec.ConsumerRef != nil && !me.Owns(b.Spec.ConsumerRef)):
+		case b.DeletionTimestamp != nil:
+			logf("BareMetalHost %s/%s not chosen: being deleted", b.Namespace, b.Name)
+		case b.Status.OperationalStatus == metal3v1.OperationalStatusError || b.Status.ErrorMessage != "":
+			logf("BareMetalHost %s/%s not chosen: in error %s", b.Namespace, b.Name, b.Status.ErrorMessage)
+		case label != "" && label != me.Cluster:
+			logf("BareMetalHost %s/%s not chosen: labelled for cluster %q", b.Namespace, b.Name, label)
+		default:
+			logf("BareMetalHost %s/%s not chosen: every node has a host (it matched no node's MAC, or another host was picked first)", b.Namespace, b.Name)
+		}
+	}
 }
 
 // claim sets metal3's claim, spec.consumerRef, to the Provisioning, and the cluster label

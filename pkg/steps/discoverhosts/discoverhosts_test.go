@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -63,9 +62,14 @@ func claims(t *testing.T, c client.Client) map[string]string {
 
 func TestDiscoverAndClaim(t *testing.T) {
 	p, bmhs := example(t, "provisioning-by-resources")
-	c := newClient(append(bmhs, p)...)
+	// Two hosts left over, and the log says why.
+	spare := bmhs[0].(*metal3v1.BareMetalHost).DeepCopy()
+	spare.Name, spare.Spec.BootMACAddress, spare.Status.HardwareDetails = "spare", "52:54:00:00:00:99", nil
+	other := spare.DeepCopy()
+	other.Name, other.Labels = "other", map[string]string{bpav1.HostClaimLabel: "cluster-other"}
+	c := newClient(append(bmhs, p, spare, other)...)
 	var log []string
-	logf := func(f string, a ...any) { log = append(log, f) }
+	logf := func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
 	cr := CR{Namespace: ns, Name: p.Name, Generation: 3}
 
 	hosts, err := Run(context.Background(), c, cr, logf)
@@ -76,15 +80,23 @@ func TestDiscoverAndClaim(t *testing.T) {
 		{Name: "worker-2", Roles: []string{"worker"}, MAC: "52:54:00:00:00:06", BareMetalHost: "node-06"},
 	}, hosts)
 	mine := "cluster-res Provisioning bpa/provisioning-by-resources"
-	assert.Equal(t, map[string]string{"bpa/node-06": mine, "bpa/node-07": mine, "bpa/node-08": mine}, claims(t, c))
-	assert.Len(t, log, 3)
+	assert.Equal(t, map[string]string{"bpa/node-06": mine, "bpa/node-07": mine, "bpa/node-08": mine, "bpa/spare": "", "bpa/other": "cluster-other"}, claims(t, c))
+	assert.Equal(t, []string{
+		fmt.Sprintf("Provisioning provisioning-by-resources: 3 nodes placed on %d BareMetalHosts in namespace bpa", len(bmhs)+2),
+		`BareMetalHost bpa/other not chosen: labelled for cluster "cluster-other"`,
+		"BareMetalHost bpa/spare not chosen: every node has a host (it matched no node's MAC, or another host was picked first)",
+		"node master-1: claimed BareMetalHost bpa/node-08 for Provisioning provisioning-by-resources (cluster cluster-res)",
+		"node worker-1: claimed BareMetalHost bpa/node-07 for Provisioning provisioning-by-resources (cluster cluster-res)",
+		"node worker-2: claimed BareMetalHost bpa/node-06 for Provisioning provisioning-by-resources (cluster cluster-res)",
+	}, log)
 
 	// A rerun chooses the same hosts and has nothing to claim.
 	log = nil
 	again, err := Run(context.Background(), c, cr, logf)
 	require.NoError(t, err)
 	assert.Equal(t, hosts, again)
-	assert.Equal(t, strings.Repeat("node %s: BareMetalHost %s/%s, already claimed by Provisioning %s|", 3), strings.Join(log, "|")+"|")
+	assert.Len(t, log, 6)
+	assert.Contains(t, log, "node worker-2: BareMetalHost bpa/node-06, already claimed by Provisioning provisioning-by-resources")
 
 	// The output is the JSON list the next step reads.
 	out := filepath.Join(t.TempDir(), "out", "hosts.json")

@@ -84,6 +84,7 @@ func (o *options) run(ctx context.Context) error {
 	if err != nil {
 		res.Phase, res.Message = PhaseFailed, err.Error()
 	}
+	o.logf("%s", software.HostLine(*res))
 	data, merr := json.Marshal(res)
 	if merr == nil {
 		merr = stepcmd.WriteOutput(o.output, data)
@@ -156,7 +157,6 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	if bad := after.Unsatisfied(); len(bad) > 0 {
 		return fmt.Errorf("%s: apt-get succeeded but dpkg reports: %s", who, strings.Join(bad, "; "))
 	}
-	o.logf("%s: done", who)
 	return nil
 }
 

@@ -30,6 +30,8 @@ type Options struct {
 	Output string
 	// Now is the time leases must be current at; zero means time.Now().
 	Now time.Time
+	// Logf, when set, says where the leases were found.
+	Logf func(format string, args ...any)
 }
 
 // Command returns `bpa step resolve-leases`.
@@ -46,6 +48,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.Output, "output", "/tmp/bpa/out/hosts.json", "file to write the hosts with their IPs to (JSON)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
+			o.Logf = func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
 			hosts, err := Run(ctx, c, o)
 			if err != nil {
 				return err
@@ -86,7 +89,7 @@ func Run(ctx context.Context, c client.Reader, o Options) ([]bpav1.HostStatus, e
 		if err != nil {
 			return nil, err
 		}
-		lookup, source = leases.InMap(m), fmt.Sprintf("in the %s leases file %s", f, o.LeasesFile)
+		lookup, source = leases.InMap(m), fmt.Sprintf("in the %s leases file %s (%d current)", f, o.LeasesFile, len(m))
 	} else {
 		// Read the hosts again: their NICs' addresses appear after discover-hosts ran.
 		ns := discoverhosts.BareMetalHostNamespace(p)
@@ -99,6 +102,9 @@ func Run(ctx context.Context, c client.Reader, o Options) ([]bpav1.HostStatus, e
 	resolved, err := leases.Resolve(hosts, lookup)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s; retrying, DHCP may not have answered yet", err, source)
+	}
+	if o.Logf != nil {
+		o.Logf("%d hosts resolved from leases found %s", len(resolved), source)
 	}
 	return resolved, nil
 }

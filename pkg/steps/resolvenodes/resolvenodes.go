@@ -9,6 +9,9 @@
 // that ConfigMap, they come from the status of the cluster's Provisioning. The output is
 // sorted and deterministic, so equal inputs give byte-equal outputs.
 //
+// It writes the node names too (--output-names, a JSON list of strings): install-software
+// fans out over them, so Argo names each host's node install-software(0:master-1).
+//
 // It also writes a short hash of the node set (--output-hash), computed as the controller
 // computes it from the ConfigMap, so the controller can tell which node set a run covered
 // and start a new run when a node joins.
@@ -52,6 +55,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.software, "software", "", "name of the Software")
 			fs.Int64Var(&o.generation, "generation", 0, "generation of the Software the run was started for (a newer one is logged, and its spec used)")
 			fs.StringVar(&o.output, "output", "/tmp/bpa/out/nodes.json", "file to write the JSON list of nodes to")
+			fs.StringVar(&o.outputNames, "output-names", "", "file to write the JSON list of node names to")
 			fs.StringVar(&o.outputHash, "output-hash", "", "file to write the node-set hash to")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
@@ -59,9 +63,9 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	namespace, software, output, outputHash string
-	generation                              int64
-	logf                                    func(format string, args ...any)
+	namespace, software, output, outputNames, outputHash string
+	generation                                           int64
+	logf                                                 func(format string, args ...any)
 }
 
 func (o *options) run(ctx context.Context, c client.Client) error {
@@ -76,6 +80,20 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err := stepcmd.WriteOutput(o.output, data); err != nil {
 		return err
 	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+		o.logf("node %s (%s), roles %s: %s", n.Name, n.IP, strings.Join(n.Roles, ","), describeItems(n.Packages))
+	}
+	if o.outputNames != "" {
+		data, err := json.Marshal(names)
+		if err != nil {
+			return err
+		}
+		if err := stepcmd.WriteOutput(o.outputNames, data); err != nil {
+			return err
+		}
+	}
 	if o.outputHash != "" {
 		if err := stepcmd.WriteOutput(o.outputHash, []byte(hash)); err != nil {
 			return err
@@ -83,6 +101,25 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	}
 	o.logf("%d nodes, node set %s", len(nodes), hash)
 	return nil
+}
+
+// describeItems is a host's wanted packages for the log: "curl, jq=1.6-2, telnet (absent)".
+func describeItems(items []bpav1.SoftwareItem) string {
+	if len(items) == 0 {
+		return "no packages"
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s := it.Name
+		if it.Version != "" {
+			s += "=" + it.Version
+		}
+		if it.State == bpav1.PackageAbsent {
+			s += " (absent)"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 // resolve returns the nodes and the node-set hash.
@@ -109,7 +146,7 @@ func (o *options) resolve(ctx context.Context, c client.Client) ([]software.Node
 		return nil, "", fmt.Errorf("spec.workerSoftware: %w", err)
 	}
 
-	hosts, addresses, err := clusterHosts(ctx, c, o.namespace, cluster)
+	hosts, addresses, err := o.clusterHosts(ctx, c, cluster)
 	if err != nil {
 		return nil, "", err
 	}
@@ -122,7 +159,8 @@ func (o *options) resolve(ctx context.Context, c client.Client) ([]software.Node
 
 // clusterHosts reads the cluster's hosts from its ConfigMap, or else from its Provisioning.
 // It also returns their MASTER_/WORKER_ address map, the input of the node-set hash.
-func clusterHosts(ctx context.Context, c client.Client, ns, cluster string) ([]bpav1.HostStatus, map[string]string, error) {
+func (o *options) clusterHosts(ctx context.Context, c client.Client, cluster string) ([]bpav1.HostStatus, map[string]string, error) {
+	ns := o.namespace
 	name := kubeconfig.AddressConfigMapName(cluster)
 	cm := &corev1.ConfigMap{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)
@@ -138,15 +176,17 @@ func clusterHosts(ctx context.Context, c client.Client, ns, cluster string) ([]b
 		if len(hosts) == 0 {
 			return nil, nil, fmt.Errorf("ConfigMap %s/%s has no MASTER_<node> or WORKER_<node> keys", ns, name)
 		}
+		o.logf("cluster %s: %d hosts from ConfigMap %s (published by Provisioning %s)", cluster, len(hosts), name, metav1.GetControllerOf(cm).Name)
 		return hosts, cm.Data, nil
 	case !apierrors.IsNotFound(err):
 		return nil, nil, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
 	}
 
-	hosts, err := provisionedHosts(ctx, c, ns, cluster)
+	hosts, from, err := provisionedHosts(ctx, c, ns, cluster)
 	if err != nil {
 		return nil, nil, err
 	}
+	o.logf("cluster %s: no ConfigMap %s yet; %d hosts from the status of Provisioning %s", cluster, name, len(hosts), from)
 	addresses, err := software.AddressData(hosts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Provisioning hosts of cluster %s: %w", cluster, err)
@@ -178,10 +218,11 @@ func publishedByProvisioning(ctx context.Context, c client.Client, cm *corev1.Co
 
 // provisionedHosts picks the hosts of the cluster's Provisioning: a Succeeded one first,
 // then by name, the first that lists hosts. There is normally one Provisioning per cluster.
-func provisionedHosts(ctx context.Context, c client.Client, ns, cluster string) ([]bpav1.HostStatus, error) {
+// It also returns the Provisioning's name.
+func provisionedHosts(ctx context.Context, c client.Client, ns, cluster string) ([]bpav1.HostStatus, string, error) {
 	var list bpav1.ProvisioningList
 	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
-		return nil, fmt.Errorf("listing Provisionings of cluster %s: %w", cluster, err)
+		return nil, "", fmt.Errorf("listing Provisionings of cluster %s: %w", cluster, err)
 	}
 	items := list.Items
 	sort.Slice(items, func(i, j int) bool {
@@ -193,9 +234,9 @@ func provisionedHosts(ctx context.Context, c client.Client, ns, cluster string) 
 	})
 	for _, p := range items {
 		if len(p.Status.Hosts) > 0 {
-			return p.Status.Hosts, nil
+			return p.Status.Hosts, p.Name, nil
 		}
 	}
-	return nil, fmt.Errorf("cluster %s has no nodes yet: no ConfigMap %s and no Provisioning of the cluster lists hosts",
+	return nil, "", fmt.Errorf("cluster %s has no nodes yet: no ConfigMap %s and no Provisioning of the cluster lists hosts",
 		cluster, kubeconfig.AddressConfigMapName(cluster))
 }

@@ -2,6 +2,7 @@ package resolvenodes
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,8 @@ func run(t *testing.T, objs ...client.Object) (nodes, hash string, err error) {
 	dir := t.TempDir()
 	o := &options{namespace: "bpa", software: "sw", generation: 3,
 		output: filepath.Join(dir, "out", "nodes.json"), outputHash: filepath.Join(dir, "out", "nodes-hash"),
-		logf: t.Logf}
+		outputNames: filepath.Join(dir, "out", "names.json"),
+		logf:        t.Logf}
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { return o.GetName() == "prov" }) {
 		objs = append(objs, publisher())
 	}
@@ -61,6 +63,22 @@ func run(t *testing.T, objs ...client.Object) (nodes, hash string, err error) {
 	h, err := os.ReadFile(o.outputHash)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The fan-out's items are the nodes' names, in the nodes' order.
+	var list []struct{ Name string }
+	var names []string
+	if err := json.Unmarshal(n, &list); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(o.outputNames); err != nil || json.Unmarshal(b, &names) != nil {
+		t.Fatalf("names: %v %s", err, b)
+	}
+	want := []string{}
+	for _, x := range list {
+		want = append(want, x.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("names %q, want %q", names, want)
 	}
 	return string(n), string(h), nil
 }

@@ -329,6 +329,7 @@ func Run(ctx context.Context, o Options) error {
 	// On SIGTERM (the pod being stopped) let ansible-playbook stop its forks, then kill it.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 20 * time.Second
+	fmt.Printf("playbook %s on every host of inventory %s (no --limit), as %s over SSH port %d\n", o.Playbook, o.Inventory, o.SSHUser, o.SSHPort)
 	fmt.Printf("running %s\n", strings.Join(inv.Args, " "))
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError

@@ -184,6 +184,9 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 	for {
 		missing, err := Check(ctx, cs, hosts)
 		if err == nil && len(missing) == 0 {
+			for _, h := range hosts {
+				o.logf("node %s (%s, %s): Ready", h.Name, h.IP, strings.Join(h.Roles, ","))
+			}
 			o.logf("all %d nodes Ready and kube-system pods running", len(hosts))
 			return nil
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 )
 
@@ -31,6 +32,11 @@ func Command() *cobra.Command {
 			data, err := os.ReadFile(resultsFile)
 			if err != nil {
 				return err
+			}
+			if results, err := ParseResults(data); err == nil {
+				for _, r := range results {
+					fmt.Println(software.HostLine(r))
+				}
 			}
 			summary, err := Summarise(data)
 			if err != nil {
