@@ -103,7 +103,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	composer := tus.NewStoreComposer()
-	filestore.New(s.uploads).UseIn(composer)
+	composer.UseCore(hashingStore{filestore.New(s.uploads)})
 	memorylocker.New().UseIn(composer)
 	var err error
 	s.tus, err = tus.NewUnroutedHandler(tus.Config{
@@ -266,7 +266,9 @@ func (s *Server) preCreate(hook tus.HookEvent) (tus.HTTPResponse, tus.FileInfoCh
 func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 	info := hook.Upload
 	bin, infoFile := info.Storage[filestore.StorageKeyPath], info.Storage[filestore.StorageKeyInfoPath]
-	sum, err := fileSHA256(bin)
+	state := filepath.Join(s.uploads, info.ID+".sha256")
+	defer os.Remove(state)
+	sum, err := uploadSHA256(bin, state, info.Size)
 	if err != nil {
 		return tus.HTTPResponse{}, err
 	}
