@@ -192,7 +192,7 @@ func concurrentPushes(tb testing.TB, url string, newHTTP func() *http.Client) (t
 	srcs, sums := make([]string, loadN), make([]string, loadN)
 	for i := range srcs {
 		srcs[i] = benchFile(tb, dir, loadSize)
-		sum, err := fileSum(srcs[i])
+		sum, err := artifacts.FileSHA256(srcs[i])
 		require.NoError(tb, err)
 		sums[i] = sum
 	}
@@ -246,17 +246,6 @@ func concurrentPushes(tb testing.TB, url string, newHTTP func() *http.Client) (t
 		require.Equal(tb, sums[i], hex.EncodeToString(h.Sum(nil)))
 	}
 	return elapsed, peak.Load() - before
-}
-
-func fileSum(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	_, err = io.Copy(h, f)
-	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // procStatus reads one kB field of /proc/self/status.

@@ -27,6 +27,8 @@ type Client struct {
 	StateDir string
 	// Progress, when set, is called as bytes of a push are sent (done, total).
 	Progress func(done, total int64)
+	// Resuming, when set, is called when a push goes on from where an earlier one stopped.
+	Resuming func(offset, total int64)
 }
 
 // uploadState is what StateDir keeps for an upload in progress.
@@ -67,6 +69,8 @@ func (c *Client) Push(ctx context.Context, file, path string) (*FileMeta, error)
 			offset = -1 // finished, discarded or the server's store reset: start again
 		} else if err != nil {
 			return nil, fmt.Errorf("resume %s: %w", file, err)
+		} else if c.Resuming != nil {
+			c.Resuming(offset, st.Size())
 		}
 	}
 	if offset < 0 {

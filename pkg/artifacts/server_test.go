@@ -27,22 +27,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
 
-// env is one real apiserver with two ServiceAccounts: uploader may get, create and delete
-// artifacts; stranger may do nothing.
+// env is one real apiserver with two ServiceAccounts: uploader has config/serve's
+// bpa-artifacts-uploader role (get, create and delete artifacts); stranger has nothing.
 type env struct {
 	rig                       *rig.Rig
 	auth                      *artifacts.Auth
@@ -55,33 +52,14 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
-	kc := kubernetes.NewForConfigOrDie(r.RESTConfig)
-	_, err := kc.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "bpa-artifacts-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{bpav1.GroupVersion.Group}, Resources: []string{artifacts.Resource},
-			Verbs: []string{"get", "create", "delete"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = kc.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "bpa-artifacts-writer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "bpa-artifacts-writer"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "uploader", Namespace: r.Namespace}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	token := func(sa string) string {
-		_, err := kc.CoreV1().ServiceAccounts(r.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		exp := int64(3600)
-		tr, err := kc.CoreV1().ServiceAccounts(r.Namespace).CreateToken(ctx, sa,
-			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return tr.Status.Token
-	}
+	artifactstest.InstallRoles(ctx, t, r)
+	uploader := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
+	stranger := artifactstest.Token(ctx, t, r, "stranger", "")
 	auth, err := artifacts.NewAuth(r.RESTConfig, false)
 	require.NoError(t, err)
 	kube, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
-	return &env{rig: r, auth: auth, uploader: token("uploader"), stranger: token("stranger"), admin: r.AdminToken, kube: kube}
+	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, admin: r.AdminToken, kube: kube}
 }
 
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.

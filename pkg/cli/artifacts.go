@@ -52,6 +52,9 @@ func init() {
 				}
 				bar := progressBar(cmd, filepath.Base(args[0]))
 				c.Progress = bar
+				c.Resuming = func(offset, total int64) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "resuming at %s of %s\n", humanBytes(offset), humanBytes(total))
+				}
 				m, err := c.Push(cmd.Context(), args[0], path)
 				if bar != nil {
 					fmt.Fprintln(cmd.ErrOrStderr())

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,7 +42,8 @@ func init() {
 				if (certFile == "") != (keyFile == "") || (certFile == "" && !plainHTTP) {
 					return errors.New("--tls-cert-file and --tls-private-key-file are both required (or --plain-http, for a test bench only)")
 				}
-				ctx := ctrl.SetupSignalHandler()
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
 				cfg, err := ctrl.GetConfig()
 				if err != nil {
 					return err
