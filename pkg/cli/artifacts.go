@@ -25,8 +25,13 @@ func init() {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		overrides := &clientcmd.ConfigOverrides{}
 		var server, caFile string
+		var plainHTTP bool
 		newClient := func(cmd *cobra.Command) (*artifacts.Client, error) {
-			return artifactsClient(cmd, rules, overrides, server, caFile)
+			// The kubeconfig's token goes with every request: never in clear by accident.
+			if !strings.HasPrefix(server, "https://") && !(plainHTTP && strings.HasPrefix(server, "http://")) {
+				return nil, fmt.Errorf("--server %q: must be an https:// URL (http:// only with --plain-http, for a test bench)", server)
+			}
+			return artifactsClient(rules, overrides, server, caFile)
 		}
 		cmd := &cobra.Command{
 			Use:   "artifacts",
@@ -36,6 +41,7 @@ func init() {
 		}
 		pf := cmd.PersistentFlags()
 		pf.StringVar(&server, "server", os.Getenv("BPA_ARTIFACTS_SERVER"), "the artifact server's URL (default $BPA_ARTIFACTS_SERVER)")
+		pf.BoolVar(&plainHTTP, "plain-http", false, "allow an http:// server (the token then crosses the network in clear)")
 		pf.StringVar(&caFile, "certificate-authority", os.Getenv("BPA_ARTIFACTS_CA"), "PEM CA that signed the server's certificate (default $BPA_ARTIFACTS_CA, else the system's)")
 		pf.StringVar(&rules.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 		pf.StringVar(&overrides.CurrentContext, "context", "", "kubeconfig context to use")
@@ -166,11 +172,8 @@ func init() {
 // artifactsClient authenticates with the kubeconfig's credentials (token, token file or
 // exec plugin) over a transport that trusts caFile, the artifact server's CA rather than
 // the apiserver's.
-func artifactsClient(cmd *cobra.Command, rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides,
+func artifactsClient(rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides,
 	server, caFile string) (*artifacts.Client, error) {
-	if server == "" {
-		return nil, errors.New("--server: the artifact server's URL is required (or set BPA_ARTIFACTS_SERVER)")
-	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
 	if err != nil {
 		return nil, err

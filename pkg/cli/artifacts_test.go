@@ -134,4 +134,7 @@ func TestArtifactsCommands(t *testing.T) {
 	err = root.ExecuteContext(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "certificate", fmt.Sprint(err))
+
+	_, _, err = bpa(t, "artifacts", "--server", "http://"+addr, "--kubeconfig", kubeconfig, "ls")
+	assert.ErrorContains(t, err, "must be an https:// URL", "a token is never sent in clear unless asked")
 }
