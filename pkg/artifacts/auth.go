@@ -3,6 +3,7 @@ package artifacts
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -76,11 +77,20 @@ func (a *Auth) allow(w http.ResponseWriter, r *http.Request, verb, resource, nam
 }
 
 // authenticate reviews r's bearer token (and removes it from r, as the apiserver's
-// authenticator does), or answers 401.
+// authenticator does), or answers 401. The token may also come as the password of basic
+// auth, which is what `docker login`, `crane auth login`, skopeo and oras send.
 func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (user.Info, bool) {
+	if _, token, ok := r.BasicAuth(); ok {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, ok, err := a.Authn.AuthenticateRequest(r)
 	if err != nil || !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="bpa"`)
+		// Registry clients answer a Basic challenge with their stored login.
+		scheme := "Bearer"
+		if strings.HasPrefix(r.URL.Path, "/v2") {
+			scheme = "Basic"
+		}
+		w.Header().Set("WWW-Authenticate", scheme+` realm="bpa"`)
 		http.Error(w, "Unauthorized: a Kubernetes bearer token is required", http.StatusUnauthorized)
 		return nil, false
 	}

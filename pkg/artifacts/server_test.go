@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -296,6 +297,10 @@ func TestArtifactServer(t *testing.T) {
 			ref, _ := name.ParseReference(strings.TrimPrefix(s.URL, "http://")+"/x/y:1", name.Insecure)
 			assert.Error(t, remote.Write(ref, img, remote.WithTransport(&bearer{token: tok})), who)
 		}
+		img, _ := random.Image(100, 1)
+		ref, _ := name.ParseReference(strings.TrimPrefix(s.URL, "http://")+"/x/y:1", name.Insecure)
+		assert.ErrorContains(t, remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "any", Password: "not-a-token"})), "401 Unauthorized")
+		assert.ErrorContains(t, remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "any", Password: e.stranger})), "403 Forbidden")
 		c, _ := s.client(t, e.stranger)
 		assert.ErrorContains(t, c.Remove(ctx, path), "403")
 		status, _ := get(t, s.URL+"/files/"+path, "")
@@ -363,7 +368,8 @@ func TestArtifactServer(t *testing.T) {
 		dst, err := c.ImageRef("registry.k8s.io/pause:3.10")
 		require.NoError(t, err)
 		assert.Equal(t, strings.TrimPrefix(s.URL, "http://")+"/registry.k8s.io/pause:3.10", dst.String())
-		require.NoError(t, remote.Write(dst, img, remote.WithTransport(&bearer{token: e.uploader})))
+		// As after `crane auth login -u any -p TOKEN` (or docker login): basic auth, on challenge.
+		require.NoError(t, remote.Write(dst, img, remote.WithAuth(&authn.Basic{Username: "any", Password: e.uploader})))
 		want, _ := img.Digest()
 		byDigest, err := name.NewDigest(dst.Context().String()+"@"+want.String(), name.Insecure)
 		require.NoError(t, err)
