@@ -199,6 +199,10 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 		if !ok {
 			return
 		}
+		if upload && !s.owns(rest, u.GetName()) {
+			http.Error(w, fmt.Sprintf("Forbidden: upload %s was started by someone else than %s", rest, u.GetName()), http.StatusForbidden)
+			return
+		}
 		r.Header.Set(userHeader, u.GetName())
 		// tusd takes the upload ID from the path as its own router would leave it.
 		r.URL.Path, r.URL.RawPath = rest, ""
@@ -236,6 +240,17 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 		w.Header().Set("Allow", "GET, HEAD, POST, PATCH")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// owns is false when the upload id exists and another user started it: an upload in
+// progress is its creator's alone to continue.
+func (s *Server) owns(id, name string) bool {
+	b, err := os.ReadFile(filepath.Join(s.uploads, id+".info"))
+	if err != nil {
+		return true // tusd answers 404
+	}
+	var info tus.FileInfo
+	return json.Unmarshal(b, &info) == nil && info.MetaData["uploadedBy"] == name
 }
 
 func tusError(code, msg string, status int) error { return tus.NewError(code, msg, status) }

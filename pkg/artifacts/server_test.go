@@ -40,11 +40,12 @@ import (
 )
 
 // env is one real apiserver with two ServiceAccounts: uploader has config/serve's
-// bpa-artifacts-uploader role (get, create and delete artifacts); stranger has nothing.
+// bpa-artifacts-uploader role (get, create and delete artifacts), other too; stranger has nothing.
 type env struct {
 	rig                       *rig.Rig
 	auth                      *artifacts.Auth
 	uploader, stranger, admin string
+	other                     string // another uploader
 	kube                      client.Client
 }
 
@@ -56,11 +57,12 @@ func newEnv(t *testing.T) *env {
 	artifactstest.InstallRoles(ctx, t, r)
 	uploader := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
 	stranger := artifactstest.Token(ctx, t, r, "stranger", "")
+	other := artifactstest.Token(ctx, t, r, "other", "bpa-artifacts-uploader")
 	auth, err := artifacts.NewAuth(r.RESTConfig, false)
 	require.NoError(t, err)
 	kube, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
-	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, admin: r.AdminToken, kube: kube}
+	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, other: other, admin: r.AdminToken, kube: kube}
 }
 
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.
@@ -207,6 +209,19 @@ func TestArtifactServer(t *testing.T) {
 		require.ErrorContains(t, err, "run the same command again to resume")
 		first := s.received.Load()
 		require.Equal(t, int64(size/2), first, "the server received the first half")
+		var upload string
+		require.Eventually(t, func() bool {
+			infos, _ := filepath.Glob(filepath.Join(s.dir, "uploads", "*.info"))
+			if len(infos) == 1 {
+				upload = strings.TrimSuffix(filepath.Base(infos[0]), ".info")
+			}
+			return upload != ""
+		}, 10*time.Second, 10*time.Millisecond)
+		for _, m := range []string{http.MethodHead, http.MethodPatch} {
+			resp := tusRequest(t, m, s.URL+"/files/"+upload, e.other, []byte("x"), map[string]string{
+				"Upload-Offset": strconv.FormatInt(first, 10), "Content-Type": "application/offset+octet-stream"})
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "another uploader may not %s this upload", m)
+		}
 		status, _ := get(t, s.URL+"/files/"+path, e.uploader)
 		require.Equal(t, http.StatusNotFound, status, "an unfinished upload is not served")
 
