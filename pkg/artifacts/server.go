@@ -57,7 +57,13 @@ type Options struct {
 	URL string
 	// Status reads Provisionings and Softwares for the status endpoint; nil disables it.
 	Status client.Reader
+	// UploadTTL is how long an unfinished upload is kept after its last byte arrived;
+	// 0 means DefaultUploadTTL.
+	UploadTTL time.Duration
 }
+
+// DefaultUploadTTL keeps an interrupted upload resumable for a week.
+const DefaultUploadTTL = 7 * 24 * time.Hour
 
 // Server is the artifact server's HTTP handler.
 type Server struct {
@@ -96,6 +102,9 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if opts.MaxSize == 0 {
 		opts.MaxSize = DefaultMaxSize
 	}
+	if opts.UploadTTL == 0 {
+		opts.UploadTTL = DefaultUploadTTL
+	}
 	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads")}
 	for _, d := range []string{"uploads", "files", "meta", "registry"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o750); err != nil {
@@ -119,7 +128,32 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.registry, err = newRegistry(ctx, filepath.Join(opts.Dir, "registry"))
+	go func() { // abandoned uploads would otherwise fill the volume
+		for {
+			s.purge(time.Now())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Hour):
+			}
+		}
+	}()
 	return s, err
+}
+
+// purge deletes the unfinished uploads whose data last changed more than UploadTTL ago.
+func (s *Server) purge(now time.Time) {
+	infos, _ := filepath.Glob(filepath.Join(s.uploads, "*.info"))
+	for _, info := range infos {
+		bin := strings.TrimSuffix(info, ".info")
+		st, err := os.Stat(bin)
+		if err == nil && now.Sub(st.ModTime()) < s.opts.UploadTTL {
+			continue
+		}
+		for _, f := range []string{bin, bin + ".sha256", bin + ".sha256.tmp", info} {
+			_ = os.Remove(f)
+		}
+	}
 }
 
 func newRegistry(ctx context.Context, dir string) (h http.Handler, err error) {

@@ -87,6 +87,7 @@ func init() {
 		f.BoolVar(&anonymousReads, "anonymous-reads", false, "let nodes download files and pull images without a token")
 		f.StringVar(&opts.URL, "url", os.Getenv("BPA_ARTIFACTS_URL"), "base URL nodes reach the server at, for the OS image URLs it shows (default: each request's own)")
 		f.Int64Var(&opts.MaxSize, "max-upload-size", artifacts.DefaultMaxSize, "largest upload in bytes")
+		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
 		return cmd
 	})
 }
