@@ -46,8 +46,14 @@ var allowAll = &artifacts.Auth{
 }
 
 func benchServer(b *testing.B, dir string) (*httptest.Server, *atomic.Int64) {
-	srv, err := artifacts.NewServer(context.Background(), artifacts.Options{Dir: dir, Auth: allowAll})
-	require.NoError(b, err)
+	_, ts, received := countingServer(b, artifacts.Options{Dir: dir, Auth: allowAll})
+	return ts, received
+}
+
+// countingServer serves opts on loopback, counting the upload bytes it receives.
+func countingServer(tb testing.TB, opts artifacts.Options) (*artifacts.Server, *httptest.Server, *atomic.Int64) {
+	srv, err := artifacts.NewServer(context.Background(), opts)
+	require.NoError(tb, err)
 	var received atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPatch {
@@ -55,8 +61,8 @@ func benchServer(b *testing.B, dir string) (*httptest.Server, *atomic.Int64) {
 		}
 		srv.ServeHTTP(w, r)
 	}))
-	b.Cleanup(ts.Close)
-	return ts, &received
+	tb.Cleanup(ts.Close)
+	return srv, ts, &received
 }
 
 func benchFile(b testing.TB, dir string, size int64) string {

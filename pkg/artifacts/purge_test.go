@@ -3,10 +3,8 @@ package artifacts_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,20 +18,11 @@ import (
 // last byte, then its data, info and hash state are deleted; published files stay.
 func TestPurgeAbandonedUploads(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := artifacts.NewServer(t.Context(), artifacts.Options{Dir: dir, Auth: allowAll, UploadTTL: time.Hour})
-	require.NoError(t, err)
-	var received atomic.Int64
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPatch {
-			r.Body = countingBody{r.Body, &received}
-		}
-		srv.ServeHTTP(w, r)
-	}))
-	defer ts.Close()
-	bt := &bearer{received: &received}
+	srv, ts, received := countingServer(t, artifacts.Options{Dir: dir, Auth: allowAll, UploadTTL: time.Hour})
+	bt := &bearer{received: received}
 	c := &artifacts.Client{URL: ts.URL, HTTP: &http.Client{Transport: bt}, StateDir: t.TempDir()}
 	done, _ := randomFile(t, 1000)
-	_, err = c.Push(context.Background(), done, "example.org/done")
+	_, err := c.Push(context.Background(), done, "example.org/done")
 	require.NoError(t, err)
 	cut, _ := randomFile(t, 1<<20)
 	bt.cut.Store(1 << 19)
