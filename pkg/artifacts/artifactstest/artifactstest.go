@@ -1,0 +1,59 @@
+// Package artifactstest sets up the tests of the artifact server on a rig: the ClusterRoles
+// config/serve ships, and ServiceAccounts with real tokens.
+package artifactstest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/akraino-edge-stack/bpa/test/rig"
+)
+
+// InstallRoles creates the ClusterRoles of config/serve/rbac.yaml, as a deployment has them.
+func InstallRoles(ctx context.Context, t testing.TB, r *rig.Rig) {
+	root, err := rig.RepoRoot()
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join(root, "config", "serve", "rbac.yaml"))
+	require.NoError(t, err)
+	kc := kubernetes.NewForConfigOrDie(r.RESTConfig)
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var role rbacv1.ClusterRole
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &role))
+		if role.Kind == "ClusterRole" {
+			_, err := kc.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+}
+
+// Token creates the ServiceAccount sa in the rig's namespace, binds it to clusterRole
+// unless that is empty, and returns a real token of it (TokenRequest).
+func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string) string {
+	kc := kubernetes.NewForConfigOrDie(r.RESTConfig)
+	_, err := kc.CoreV1().ServiceAccounts(r.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	if clusterRole != "" {
+		_, err = kc.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + clusterRole},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: r.Namespace}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	exp := int64(3600)
+	tr, err := kc.CoreV1().ServiceAccounts(r.Namespace).CreateToken(ctx, sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}

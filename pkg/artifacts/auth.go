@@ -1,0 +1,113 @@
+package artifacts
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+)
+
+// Resource is what a SubjectAccessReview asks about for artifact reads and writes: the
+// cluster-scoped resource `artifacts` of BPA's group, with verbs get, create and delete.
+// It exists only in RBAC, so an admin grants uploads like any other permission.
+const Resource = "artifacts"
+
+// Auth decides who may do what, with the apiserver's own delegating authenticator
+// (TokenReview) and authorizer (SubjectAccessReview), as controller-runtime's secure
+// metrics serving does: a token the apiserver would refuse is refused here too.
+type Auth struct {
+	Authn authenticator.Request
+	Authz authorizer.Authorizer
+	// AnonymousReads lets requests without a token download files and pull images.
+	AnonymousReads bool
+}
+
+// NewAuth builds Auth on the apiserver cfg points at. Decisions are cached briefly, so an
+// upload's many requests cost one review, and a revoked permission lapses within a minute.
+func NewAuth(cfg *rest.Config, anonymousReads bool) (*Auth, error) {
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
+		CacheTTL:                 time.Minute,
+		TokenAccessReviewClient:  kc.AuthenticationV1(),
+		TokenAccessReviewTimeout: 10 * time.Second,
+		WebhookRetryBackoff:      backoff,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authenticator: %w", err)
+	}
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: kc.AuthorizationV1(),
+		AllowCacheTTL:             time.Minute,
+		DenyCacheTTL:              10 * time.Second,
+		WebhookRetryBackoff:       backoff,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authorizer: %w", err)
+	}
+	return &Auth{Authn: authn, Authz: authz, AnonymousReads: anonymousReads}, nil
+}
+
+var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+
+// allow authenticates r and asks whether its user may verb resource (of BPA's group) in
+// namespace. On refusal it has written the response (401 or 403) and returns false.
+func (a *Auth) allow(w http.ResponseWriter, r *http.Request, verb, resource, namespace string) (user.Info, bool) {
+	if verb == "get" && resource == Resource && a.AnonymousReads && r.Header.Get("Authorization") == "" {
+		return anonymous, true
+	}
+	u, ok := a.authenticate(w, r)
+	return u, ok && a.authorize(w, r, u, verb, resource, namespace)
+}
+
+// authenticate reviews r's bearer token (and removes it from r, as the apiserver's
+// authenticator does), or answers 401. The token may also come as the password of basic
+// auth, which is what `docker login`, `crane auth login`, skopeo and oras send.
+func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (user.Info, bool) {
+	if _, token, ok := r.BasicAuth(); ok {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, ok, err := a.Authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		// Registry clients answer a Basic challenge with their stored login.
+		scheme := "Bearer"
+		if strings.HasPrefix(r.URL.Path, "/v2") {
+			scheme = "Basic"
+		}
+		w.Header().Set("WWW-Authenticate", scheme+` realm="bpa"`)
+		http.Error(w, "Unauthorized: a Kubernetes bearer token is required", http.StatusUnauthorized)
+		return nil, false
+	}
+	return res.User, true
+}
+
+// authorize asks whether u may verb resource (of BPA's group) in namespace, or answers 403.
+func (a *Auth) authorize(w http.ResponseWriter, r *http.Request, u user.Info, verb, resource, namespace string) bool {
+	attrs := authorizer.AttributesRecord{
+		User: u, Verb: verb, APIGroup: bpav1.GroupVersion.Group, APIVersion: bpav1.GroupVersion.Version,
+		Resource: resource, Namespace: namespace, ResourceRequest: true,
+	}
+	decision, reason, err := a.Authz.Authorize(r.Context(), attrs)
+	if err != nil || decision != authorizer.DecisionAllow {
+		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s.%s %s", u.GetName(), verb, resource,
+			bpav1.GroupVersion.Group, reason), http.StatusForbidden)
+		return false
+	}
+	return true
+}

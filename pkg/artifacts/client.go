@@ -1,0 +1,242 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Client talks to a `bpa serve`. Its HTTP client carries the caller's credentials.
+type Client struct {
+	// URL is the server's base URL, e.g. https://bpa-artifacts.bpa-system.svc:8443.
+	URL  string
+	HTTP *http.Client
+	// StateDir keeps one small file per unfinished upload (its tus URL), so the same push
+	// run again resumes where the server stopped receiving.
+	StateDir string
+	// Progress, when set, is called as bytes of a push are sent (done, total).
+	Progress func(done, total int64)
+	// Resuming, when set, is called when a push goes on from where an earlier one stopped.
+	Resuming func(offset, total int64)
+}
+
+// uploadState is what StateDir keeps for an upload in progress.
+type uploadState struct {
+	Location string `json:"location"` // path of the tus upload on the server
+	SHA256   string `json:"sha256"`
+}
+
+// ErrChecksum is returned when the server refused a push because the bytes it received
+// do not hash to what the client declared.
+var ErrChecksum = errors.New("checksum mismatch")
+
+var errGone = errors.New("upload gone")
+
+// Push uploads file to path (dl.k8s.io/...), resuming an earlier interrupted push of the
+// same file to the same path and server.
+func (c *Client) Push(ctx context.Context, file, path string) (*FileMeta, error) {
+	if _, err := CleanPath(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	abs, _ := filepath.Abs(file)
+	key := sha256.Sum256([]byte(strings.Join([]string{c.URL, path, abs, strconv.FormatInt(st.Size(), 10), st.ModTime().String()}, "\x00")))
+	stateFile := filepath.Join(c.StateDir, hex.EncodeToString(key[:16])+".json")
+
+	offset := int64(-1)
+	var state uploadState
+	if b, err := os.ReadFile(stateFile); err == nil && json.Unmarshal(b, &state) == nil {
+		if offset, err = c.offset(ctx, state.Location); errors.Is(err, errGone) {
+			offset = -1 // finished, discarded or the server's store reset: start again
+		} else if err != nil {
+			return nil, fmt.Errorf("resume %s: %w", file, err)
+		} else if c.Resuming != nil {
+			c.Resuming(offset, st.Size())
+		}
+	}
+	if offset < 0 {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return nil, err
+		}
+		state = uploadState{SHA256: hex.EncodeToString(h.Sum(nil))}
+		if state.Location, err = c.create(ctx, path, state.SHA256, st.Size(), filepath.Base(file)); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(state)
+		if err := os.WriteFile(stateFile, b, 0o600); err != nil {
+			return nil, err
+		}
+		offset = 0
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var body io.Reader = f
+	if c.Progress != nil {
+		body = &progressReader{r: f, done: offset, total: st.Size(), report: c.Progress}
+	}
+	req, err := c.request(ctx, http.MethodPatch, state.Location, body)
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = st.Size() - offset
+	req.Header.Set("Content-Type", "application/offset+octet-stream")
+	req.Header.Set("Upload-Offset", strconv.FormatInt(offset, 10))
+	resp, err := c.do(req, http.StatusNoContent)
+	if err != nil {
+		if resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict {
+			_ = os.Remove(stateFile) // refused for good: a rerun must start over
+		}
+		if resp != nil && resp.StatusCode == checksumMismatch {
+			return nil, fmt.Errorf("%s: %w: %v", file, ErrChecksum, err)
+		}
+		return nil, fmt.Errorf("push %s interrupted at byte %d of %d (run the same command again to resume): %w",
+			file, offset, st.Size(), err)
+	}
+	resp.Body.Close()
+	_ = os.Remove(stateFile)
+	return c.Stat(ctx, path)
+}
+
+// offset asks the server how much of an upload it has (tus HEAD).
+func (c *Client) offset(ctx context.Context, location string) (int64, error) {
+	req, err := c.request(ctx, http.MethodHead, location, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone) {
+		return 0, errGone
+	} else if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return strconv.ParseInt(resp.Header.Get("Upload-Offset"), 10, 64)
+}
+
+// create starts a tus upload and returns its path on the server.
+func (c *Client) create(ctx context.Context, path, sum string, size int64, name string) (string, error) {
+	req, err := c.request(ctx, http.MethodPost, "/files/", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Upload-Length", strconv.FormatInt(size, 10))
+	req.Header.Set("Upload-Metadata", EncodeMetadata(map[string]string{"path": path, "sha256": sum, "filename": name}))
+	resp, err := c.do(req, http.StatusCreated)
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || loc.Path == "" {
+		return "", fmt.Errorf("server gave no upload Location")
+	}
+	// Only the path is kept: the server may be reached under another address next time.
+	return loc.Path, nil
+}
+
+// EncodeMetadata is tus's Upload-Metadata encoding: key base64(value), comma-separated.
+func EncodeMetadata(m map[string]string) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+" "+base64.StdEncoding.EncodeToString([]byte(v)))
+	}
+	return strings.Join(parts, ",")
+}
+
+// Stat returns one file's metadata.
+func (c *Client) Stat(ctx context.Context, path string) (*FileMeta, error) {
+	var m FileMeta
+	return &m, c.getJSON(ctx, "/api/v1/files/"+path, &m)
+}
+
+// List returns the files whose path starts with prefix.
+func (c *Client) List(ctx context.Context, prefix string) ([]FileMeta, error) {
+	var l []FileMeta
+	return l, c.getJSON(ctx, "/api/v1/files?prefix="+url.QueryEscape(prefix), &l)
+}
+
+// Remove deletes one file.
+func (c *Client) Remove(ctx context.Context, path string) error {
+	req, err := c.request(ctx, http.MethodDelete, "/api/v1/files/"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusNoContent)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+func (c *Client) getJSON(ctx context.Context, p string, v any) error {
+	req, err := c.request(ctx, http.MethodGet, p, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v)
+}
+
+func (c *Client) request(ctx context.Context, method, p string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+p, body)
+	if err == nil {
+		req.Header.Set("Tus-Resumable", "1.0.0")
+	}
+	return req, err
+}
+
+// do sends req and fails unless the status is want, with the server's message. The caller
+// closes the body of a successful response.
+func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return resp, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return resp, nil
+}
+
+type progressReader struct {
+	r           io.Reader
+	done, total int64
+	report      func(done, total int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	p.report(p.done, p.total)
+	return n, err
+}

@@ -1,0 +1,486 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/handlers"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem" // registers the driver
+	"github.com/sirupsen/logrus"
+	"github.com/tus/tusd/v2/pkg/filestore"
+	tus "github.com/tus/tusd/v2/pkg/handler"
+	"github.com/tus/tusd/v2/pkg/memorylocker"
+	"golang.org/x/exp/slog"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// MaxMetadata bounds the Upload-Metadata header: path, sha256 and a file name fit in
+	// far less, and tusd would otherwise keep whatever a client sends in every .info file.
+	MaxMetadata = 4096
+	// DefaultMaxSize bounds one upload (OS images are a few GiB).
+	DefaultMaxSize = 64 << 30
+	// userHeader carries the authenticated user from the auth check to tusd's creation
+	// hook. Any value a client sends is deleted first.
+	userHeader = "X-Bpa-Authenticated-User"
+	// checksumMismatch is the status the tus checksum extension uses for a bad checksum.
+	checksumMismatch = 460
+)
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Options configure a Server.
+type Options struct {
+	// Dir holds everything, so a restart on the same volume resumes uploads:
+	// uploads/ (tus, in progress), files/ (served), meta/ (one JSON per file), registry/.
+	Dir  string
+	Auth *Auth
+	// MaxSize bounds one upload; 0 means DefaultMaxSize.
+	MaxSize int64
+	// URL is the server's address as nodes reach it (for the OS image URLs it shows);
+	// empty means the address each request came to.
+	URL string
+	// Status reads Provisionings and Softwares for the status endpoint; nil disables it.
+	Status client.Reader
+	// UploadTTL is how long an unfinished upload is kept after its last byte arrived;
+	// 0 means DefaultUploadTTL.
+	UploadTTL time.Duration
+}
+
+// DefaultUploadTTL keeps an interrupted upload resumable for a week.
+const DefaultUploadTTL = 7 * 24 * time.Hour
+
+// Server is the artifact server's HTTP handler.
+type Server struct {
+	opts     Options
+	tus      *tus.UnroutedHandler
+	registry http.Handler
+	uploads  string
+}
+
+// FileMeta describes one served file.
+type FileMeta struct {
+	Path       string    `json:"path"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
+	UploadedBy string    `json:"uploadedBy"`
+	UploadedAt time.Time `json:"uploadedAt"`
+	// URL is where nodes download it.
+	URL string `json:"url,omitempty"`
+	// Image is set for OS images: what a BareMetalHost's spec.image takes.
+	Image *OSImage `json:"image,omitempty"`
+}
+
+// OSImage is the part of a BareMetalHost's spec.image the server can fill in.
+type OSImage struct {
+	URL          string `json:"url"`
+	Checksum     string `json:"checksum"`
+	ChecksumType string `json:"checksumType"`
+	DiskFormat   string `json:"format,omitempty"`
+}
+
+// NewServer prepares Dir and the embedded tus handler and registry.
+func NewServer(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Auth == nil {
+		return nil, errors.New("artifacts: Options.Auth is required")
+	}
+	if opts.MaxSize == 0 {
+		opts.MaxSize = DefaultMaxSize
+	}
+	if opts.UploadTTL == 0 {
+		opts.UploadTTL = DefaultUploadTTL
+	}
+	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads")}
+	for _, d := range []string{"uploads", "files", "meta", "registry"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o750); err != nil {
+			return nil, err
+		}
+	}
+	composer := tus.NewStoreComposer()
+	composer.UseCore(hashingStore{filestore.New(s.uploads)})
+	memorylocker.New().UseIn(composer)
+	var err error
+	s.tus, err = tus.NewUnroutedHandler(tus.Config{
+		StoreComposer: composer, BasePath: "/files/", MaxSize: opts.MaxSize,
+		// Files are served from files/ once verified, never from the upload store.
+		DisableDownload: true, DisableTermination: true, DisableConcatenation: true,
+		PreUploadCreateCallback:   s.preCreate,
+		PreFinishResponseCallback: s.preFinish,
+		// tusd logs every request at info level; only its warnings are worth a line.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.registry, err = newRegistry(ctx, filepath.Join(opts.Dir, "registry"))
+	go func() { // abandoned uploads would otherwise fill the volume
+		for {
+			s.purge(time.Now())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Hour):
+			}
+		}
+	}()
+	return s, err
+}
+
+// purge deletes the unfinished uploads whose data last changed more than UploadTTL ago.
+func (s *Server) purge(now time.Time) {
+	infos, _ := filepath.Glob(filepath.Join(s.uploads, "*.info"))
+	for _, info := range infos {
+		bin := strings.TrimSuffix(info, ".info")
+		st, err := os.Stat(bin)
+		if err == nil && now.Sub(st.ModTime()) < s.opts.UploadTTL {
+			continue
+		}
+		for _, f := range []string{bin, bin + ".sha256", bin + ".sha256.tmp", info} {
+			_ = os.Remove(f)
+		}
+	}
+}
+
+func newRegistry(ctx context.Context, dir string) (h http.Handler, err error) {
+	// distribution logs every request through logrus at info level, and every 404 (which
+	// each push starts with, asking for blobs it may not need to send) as an error. What
+	// fails reaches the client in the response.
+	logrus.SetLevel(logrus.FatalLevel)
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	cfg := &configuration.Configuration{Storage: configuration.Storage{
+		"filesystem": configuration.Parameters{"rootdirectory": dir},
+		"delete":     configuration.Parameters{"enabled": true},
+	}}
+	// The secret signs upload state between requests; one per process is enough, as a
+	// restart only costs an interrupted layer upload its resumption.
+	cfg.HTTP.Secret = hex.EncodeToString(secret)
+	defer func() { // NewApp panics on a bad configuration
+		if r := recover(); r != nil {
+			err = fmt.Errorf("registry: %v", r)
+		}
+	}()
+	return handlers.NewApp(ctx, cfg), nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(userHeader)
+	// An encoded slash or backslash would let one path segment hold several after
+	// decoding; nothing BPA serves needs one.
+	if esc := strings.ToLower(r.URL.EscapedPath()); strings.Contains(esc, "%2f") || strings.Contains(esc, "%5c") {
+		http.Error(w, "encoded slashes are not allowed in paths", http.StatusBadRequest)
+		return
+	}
+	p := r.URL.Path
+	switch {
+	case p == "/healthz":
+		_, _ = io.WriteString(w, "ok\n")
+	case strings.HasPrefix(p, "/v2/") || p == "/v2":
+		s.serveRegistry(w, r)
+	case strings.HasPrefix(p, "/files/"):
+		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
+	case p == "/api/v1/files" || strings.HasPrefix(p, "/api/v1/files/"):
+		s.serveMeta(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/api/v1/files"), "/"))
+	case strings.HasPrefix(p, "/api/v1/status/"):
+		s.serveStatus(w, r, strings.TrimPrefix(p, "/api/v1/status/"))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
+	verb := "create"
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		verb = "get"
+	case http.MethodDelete:
+		verb = "delete"
+	}
+	if _, ok := s.opts.Auth.allow(w, r, verb, Resource, ""); ok {
+		s.registry.ServeHTTP(w, r)
+	}
+}
+
+// serveFiles routes /files/: POST creates an upload, HEAD and PATCH on a single segment
+// without a dot address an upload in progress (tus), and GET and HEAD on a path under a
+// domain download a verified file.
+func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string) {
+	upload := rest != "" && !strings.ContainsAny(rest, "/.")
+	switch {
+	case r.Method == http.MethodPost && rest == "", upload && (r.Method == http.MethodHead || r.Method == http.MethodPatch):
+		if len(r.Header.Get("Upload-Metadata")) > MaxMetadata {
+			http.Error(w, fmt.Sprintf("Upload-Metadata: longer than %d bytes", MaxMetadata), http.StatusRequestHeaderFieldsTooLarge)
+			return
+		}
+		u, ok := s.opts.Auth.allow(w, r, "create", Resource, "")
+		if !ok {
+			return
+		}
+		if upload && !s.owns(rest, u.GetName()) {
+			http.Error(w, fmt.Sprintf("Forbidden: upload %s was started by someone else than %s", rest, u.GetName()), http.StatusForbidden)
+			return
+		}
+		r.Header.Set(userHeader, u.GetName())
+		// tusd takes the upload ID from the path as its own router would leave it.
+		r.URL.Path, r.URL.RawPath = rest, ""
+		switch r.Method {
+		case http.MethodPost:
+			s.tus.PostFile(w, r)
+		case http.MethodHead:
+			s.tus.HeadFile(w, r)
+		default:
+			s.tus.PatchFile(w, r)
+		}
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); !ok {
+			return
+		}
+		p, err := CleanPath(rest)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f, err := os.Open(filepath.Join(s.opts.Dir, "files", p))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, "", st.ModTime(), f) // Range, If-Modified-Since
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST, PATCH")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// owns is false when the upload id exists and another user started it: an upload in
+// progress is its creator's alone to continue.
+func (s *Server) owns(id, name string) bool {
+	b, err := os.ReadFile(filepath.Join(s.uploads, id+".info"))
+	if err != nil {
+		return true // tusd answers 404
+	}
+	var info tus.FileInfo
+	return json.Unmarshal(b, &info) == nil && info.MetaData["uploadedBy"] == name
+}
+
+func tusError(code, msg string, status int) error { return tus.NewError(code, msg, status) }
+
+// preCreate refuses an upload whose metadata does not name a safe path and a sha256, or
+// whose length is deferred (then "larger than declared" could not be enforced), and keeps
+// only the metadata BPA uses, with the uploader as authenticated.
+func (s *Server) preCreate(hook tus.HookEvent) (tus.HTTPResponse, tus.FileInfoChanges, error) {
+	md := hook.Upload.MetaData
+	p, err := CleanPath(md["path"])
+	if err != nil {
+		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_BAD_PATH", "Upload-Metadata "+err.Error(), http.StatusBadRequest)
+	}
+	if !sha256Hex.MatchString(md["sha256"]) {
+		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_BAD_SHA256", "Upload-Metadata sha256: must be 64 lowercase hex digits", http.StatusBadRequest)
+	}
+	if hook.Upload.SizeIsDeferred {
+		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_LENGTH_REQUIRED", "Upload-Length: required", http.StatusBadRequest)
+	}
+	return tus.HTTPResponse{}, tus.FileInfoChanges{MetaData: tus.MetaData{
+		"path": p, "sha256": md["sha256"], "uploadedBy": hook.HTTPRequest.Header.Get(userHeader),
+	}}, nil
+}
+
+// preFinish runs when the last byte is written, before the client hears so: it hashes the
+// upload and either publishes it under files/ or discards it, so a file whose content
+// is not what the client declared is never served.
+func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
+	info := hook.Upload
+	bin, infoFile := info.Storage[filestore.StorageKeyPath], info.Storage[filestore.StorageKeyInfoPath]
+	state := filepath.Join(s.uploads, info.ID+".sha256")
+	defer os.Remove(state)
+	sum, err := uploadSHA256(bin, state, info.Size)
+	if err != nil {
+		return tus.HTTPResponse{}, err
+	}
+	if sum != info.MetaData["sha256"] {
+		_ = os.Remove(bin)
+		_ = os.Remove(infoFile)
+		return tus.HTTPResponse{}, tusError("ERR_CHECKSUM_MISMATCH", fmt.Sprintf(
+			"sha256 mismatch for %s: declared %s, received %s; the upload is discarded", info.MetaData["path"], info.MetaData["sha256"], sum),
+			checksumMismatch)
+	}
+	m := FileMeta{Path: info.MetaData["path"], Size: info.Size, SHA256: sum, UploadedBy: info.MetaData["uploadedBy"], UploadedAt: time.Now().UTC()}
+	if err := s.publish(bin, m); err != nil {
+		return tus.HTTPResponse{}, err
+	}
+	_ = os.Remove(infoFile)
+	return tus.HTTPResponse{}, nil
+}
+
+func fileSHA256(name string) (string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// publish writes the metadata, then renames the verified upload into place, so a served
+// file always has its metadata and a replaced one is swapped atomically.
+func (s *Server) publish(bin string, m FileMeta) error {
+	dst, meta := filepath.Join(s.opts.Dir, "files", m.Path), filepath.Join(s.opts.Dir, "meta", m.Path+".json")
+	for _, d := range []string{filepath.Dir(dst), filepath.Dir(meta)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(meta+".tmp", b, 0o640); err != nil {
+		return err
+	}
+	if err := os.Rename(meta+".tmp", meta); err != nil {
+		return err
+	}
+	return os.Rename(bin, dst)
+}
+
+// serveMeta lists files (GET /api/v1/files?prefix=...), shows one (GET .../PATH) or
+// deletes one (DELETE .../PATH).
+func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) {
+	verb := "get"
+	if r.Method == http.MethodDelete {
+		verb = "delete"
+	} else if r.Method != http.MethodGet {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if _, ok := s.opts.Auth.allow(w, r, verb, Resource, ""); !ok {
+		return
+	}
+	if rest == "" && verb == "get" {
+		list, err := s.list(r, r.URL.Query().Get("prefix"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, list)
+		return
+	}
+	p, err := CleanPath(rest)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	m, err := s.meta(r, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		http.Error(w, "no such file: "+p, http.StatusNotFound)
+		return
+	} else if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if verb == "get" {
+		writeJSON(w, m)
+		return
+	}
+	// The file goes first: a file without metadata is never served by a listing, and
+	// metadata without a file is a 404 on download, both harmless after a crash here.
+	if err := os.Remove(filepath.Join(s.opts.Dir, "files", p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = os.Remove(filepath.Join(s.opts.Dir, "meta", p+".json"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) meta(r *http.Request, p string) (*FileMeta, error) {
+	b, err := os.ReadFile(filepath.Join(s.opts.Dir, "meta", p+".json"))
+	if err != nil {
+		return nil, err
+	}
+	var m FileMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", p, err)
+	}
+	base := s.opts.URL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	m.URL = strings.TrimSuffix(base, "/") + "/files/" + m.Path
+	if f, ok := diskFormat(m.Path); ok {
+		m.Image = &OSImage{URL: m.URL, Checksum: m.SHA256, ChecksumType: "sha256", DiskFormat: f}
+	}
+	return &m, nil
+}
+
+// diskFormat tells OS images by extension, with the format metal3's spec.image.format names.
+func diskFormat(p string) (string, bool) {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".qcow2":
+		return "qcow2", true
+	case ".img", ".raw":
+		return "raw", true
+	case ".iso":
+		return "live-iso", true
+	}
+	return "", false
+}
+
+func (s *Server) list(r *http.Request, prefix string) ([]FileMeta, error) {
+	root := filepath.Join(s.opts.Dir, "meta")
+	out := []FileMeta{}
+	err := filepath.WalkDir(root, func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(name, ".json") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, strings.TrimSuffix(name, ".json"))
+		if rel = filepath.ToSlash(rel); !strings.HasPrefix(rel, prefix) {
+			return nil
+		}
+		m, err := s.meta(r, rel)
+		if err != nil {
+			return err
+		}
+		out = append(out, *m)
+		return nil
+	})
+	return out, err
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+)
+
+func init() {
+	register(func() *cobra.Command {
+		var opts artifacts.Options
+		var listen, certFile, keyFile string
+		var anonymousReads, plainHTTP bool
+		cmd := &cobra.Command{
+			Use:   "serve",
+			Short: "Run the site's artifact server: files (tus uploads, kubespray's offline layout), container images (/v2/) and installation status",
+			Long: "serve stores and serves what an air-gapped site's nodes download:\n" +
+				"  /files/DOMAIN/PATH        files, uploaded with tus (bpa artifacts push), verified against their\n" +
+				"                            declared sha256, downloaded with GET (Range), laid out as kubespray's\n" +
+				"                            files_repo expects (the original domain as the top directory)\n" +
+				"  /api/v1/files[/PATH]      listing, metadata (size, sha256, uploader, OS image URL and checksum), DELETE\n" +
+				"  /v2/                      an OCI distribution registry (crane, skopeo, docker, oras)\n" +
+				"  /api/v1/status/NS/CLUSTER the cluster's Provisioning and Software status, as JSON\n" +
+				"Writes need a Kubernetes bearer token allowed to create (or delete) artifacts.bpa.akraino.org;\n" +
+				"reads need one allowed to get them, unless --anonymous-reads; status needs list on the CRs.",
+			Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if (certFile == "") != (keyFile == "") || (certFile == "" && !plainHTTP) {
+					return errors.New("--tls-cert-file and --tls-private-key-file are both required (or --plain-http, for a test bench only)")
+				}
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				cfg, err := ctrl.GetConfig()
+				if err != nil {
+					return err
+				}
+				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads); err != nil {
+					return err
+				}
+				if opts.Status, err = client.New(cfg, client.Options{Scheme: controller.Scheme()}); err != nil {
+					return err
+				}
+				h, err := artifacts.NewServer(ctx, opts)
+				if err != nil {
+					return err
+				}
+				srv := &http.Server{Addr: listen, Handler: h, ReadHeaderTimeout: 30 * time.Second}
+				go func() {
+					<-ctx.Done()
+					shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					_ = srv.Shutdown(shutdown)
+				}()
+				fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: listening on %s, store %s\n", listen, opts.Dir)
+				if certFile == "" {
+					err = srv.ListenAndServe()
+				} else {
+					srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: reloading(certFile, keyFile)}
+					err = srv.ListenAndServeTLS("", "")
+				}
+				if errors.Is(err, http.ErrServerClosed) {
+					return nil
+				}
+				return err
+			},
+		}
+		f := cmd.Flags()
+		f.StringVar(&opts.Dir, "dir", "/var/lib/bpa-artifacts", "store (a persistent volume): uploads, files, metadata and the registry")
+		f.StringVar(&listen, "listen", ":8443", "listen address")
+		f.StringVar(&certFile, "tls-cert-file", "", "serving certificate, PEM (e.g. tls.crt of a cert-manager Secret); reloaded when it changes")
+		f.StringVar(&keyFile, "tls-private-key-file", "", "its private key, PEM (tls.key)")
+		f.BoolVar(&plainHTTP, "plain-http", false, "serve without TLS (tokens then cross the network in clear: test benches only)")
+		f.BoolVar(&anonymousReads, "anonymous-reads", false, "let nodes download files and pull images without a token")
+		f.StringVar(&opts.URL, "url", os.Getenv("BPA_ARTIFACTS_URL"), "base URL nodes reach the server at, for the OS image URLs it shows (default: each request's own)")
+		f.Int64Var(&opts.MaxSize, "max-upload-size", artifacts.DefaultMaxSize, "largest upload in bytes")
+		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
+		return cmd
+	})
+}
+
+// reloading serves the key pair in certFile and keyFile, read again when the certificate
+// file changes, so a Secret that cert-manager renews takes effect without a restart.
+func reloading(certFile, keyFile string) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	var mu sync.Mutex
+	var cert *tls.Certificate
+	var loaded time.Time
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		st, err := os.Stat(certFile)
+		if err != nil {
+			return nil, err
+		}
+		if cert == nil || !st.ModTime().Equal(loaded) {
+			c, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, err
+			}
+			cert, loaded = &c, st.ModTime()
+		}
+		return cert, nil
+	}
+}
