@@ -57,7 +57,7 @@ func TestInstallManifests(t *testing.T) {
 	for _, o := range objs {
 		images = append(images, bpaImages(o)...)
 	}
-	assert.Len(t, images, 14, "the controller, BPA_STEP_IMAGE and every bpa step container")
+	assert.Len(t, images, 15, "the controller, BPA_STEP_IMAGE, bpa serve and every bpa step container")
 	for _, img := range images {
 		assert.Equal(t, bpaImage+":"+tag, img)
 	}
@@ -105,9 +105,9 @@ func TestInstallManifests(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 12, "ClusterRole": 2, "ClusterRoleBinding": 2,
-		"Role": 8, "RoleBinding": 8, "Deployment": 1, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5,
-		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3,
+		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 13, "ClusterRole": 5, "ClusterRoleBinding": 3,
+		"Role": 8, "RoleBinding": 8, "Deployment": 2, "ValidatingAdmissionPolicy": 5, "ValidatingAdmissionPolicyBinding": 5,
+		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3, "PersistentVolumeClaim": 1, "Service": 1,
 	}, kinds)
 }
 
