@@ -1,7 +1,7 @@
 // Package reference finds the original ICN data BPA was written against, for the extra
 // suites that compare BPA with it. That data is not part of the repository (a user's clone
 // has none): the project's own testdata covers every shape it has, and these suites run
-// only when BPA_REFERENCE_DIR names a copy (CI points it at ../shared/reference).
+// only when BPA_REFERENCE_DIR names a copy (CI points it at its copy of the ICN reference data).
 package reference
 
 import (
