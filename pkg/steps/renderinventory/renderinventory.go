@@ -51,7 +51,7 @@ func Command() *cobra.Command {
 	})
 }
 
-// Run renders and writes both outputs; warnings go to warn.
+// Run renders and writes both outputs; warnings and what it did go to warn (the step's log).
 func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error {
 	hosts, err := discoverhosts.ReadHosts(o.HostsFile)
 	if err != nil {
@@ -79,7 +79,25 @@ func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error 
 	if err := stepcmd.WriteOutput(o.OutputInventory, ini); err != nil {
 		return err
 	}
-	return stepcmd.WriteOutput(o.OutputVars, vars)
+	if err := stepcmd.WriteOutput(o.OutputVars, vars); err != nil {
+		return err
+	}
+	// What a person debugging the run wants first: which template, which hosts, and that the
+	// output passed the inventory rules (the files themselves are the step's outputs).
+	source := "the built-in " + string(inventoryFlavor(p)) + " template"
+	if opts.TemplateName != "" {
+		source = opts.TemplateName
+	}
+	fmt.Fprintf(warn, "rendered the inventory of %d hosts from %s; it passed the inventory rules; vars file written (%d bytes)\n",
+		len(hosts), source, len(vars))
+	return nil
+}
+
+func inventoryFlavor(p *bpav1.Provisioning) bpav1.InventoryFlavor {
+	if p.Spec.Inventory != nil && p.Spec.Inventory.Flavor != "" {
+		return p.Spec.Inventory.Flavor
+	}
+	return bpav1.InventoryFlavorKubespray
 }
 
 // templateOptions reads the CR's inventory settings, fetching the template ConfigMap from
