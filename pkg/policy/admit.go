@@ -29,8 +29,6 @@ type Refusal struct {
 	Retry bool
 }
 
-func (r *Refusal) Error() string { return r.Message }
-
 // SSH Secret keys: the only ones a step pod ever mounts.
 const (
 	SSHKeyKey        = corev1.SSHAuthPrivateKey

@@ -2,24 +2,16 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/reference"
-	"github.com/akraino-edge-stack/bpa/test/rig"
 )
 
 var resources = map[string]string{"Provisioning": "provisionings", "Software": "softwares", "Cluster": "clusters"}
@@ -32,27 +24,7 @@ func gvr(kind string) schema.GroupVersionResource {
 // kube-apiserver with BPA's CRDs and admission policies, and checks that the apiserver and
 // `bpa lint` (pkg/validation) accept and refuse exactly the same objects, naming the field.
 func TestAdmissionAgreesWithLint(t *testing.T) {
-	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
-	require.NoError(t, bpatest.InstallAdmissionPolicy(ctx, r.RESTConfig))
-	dyn, err := dynamic.NewForConfig(r.RESTConfig)
-	require.NoError(t, err)
-	ns := r.Namespace
-
-	create := func(u *unstructured.Unstructured) error {
-		_, err := dyn.Resource(gvr(u.GetKind())).Namespace(ns).Create(ctx, u, metav1.CreateOptions{FieldValidation: "Strict"})
-		return err
-	}
-	// Policies load asynchronously: wait until a CR without the cluster label is refused.
-	unlabelled := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "bpa.akraino.org/v1alpha1", "kind": "Cluster",
-		"metadata": map[string]any{"generateName": "probe-"}, "spec": map[string]any{"provisioningCR": "x"},
-	}}
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return create(unlabelled.DeepCopy()) != nil, nil
-	}), "the admission policy never took effect")
+	ctx, create := admissionRig(t)
 
 	good := sampleFiles(t)
 	for _, f := range good {
@@ -67,8 +39,7 @@ func TestAdmissionAgreesWithLint(t *testing.T) {
 			t.Run("good/"+filepath.Base(f)+"/"+u.GetName(), func(t *testing.T) {
 				_, errs := validation.ValidateUnstructured(ctx, u)
 				require.Empty(t, errs, "lint")
-				require.NoError(t, create(u.DeepCopy()), "apiserver")
-				require.NoError(t, dyn.Resource(gvr(u.GetKind())).Namespace(ns).Delete(ctx, u.GetName(), metav1.DeleteOptions{}))
+				require.NoError(t, create(u), "apiserver")
 			})
 		}
 	}
@@ -87,7 +58,7 @@ func TestAdmissionAgreesWithLint(t *testing.T) {
 			_, errs := validation.ValidateUnstructured(ctx, objs[0])
 			require.NotEmpty(t, errs, "lint must refuse it")
 
-			err = create(objs[0].DeepCopy())
+			err = create(objs[0])
 			require.Error(t, err, "the apiserver must refuse it")
 			msg := err.Error()
 			// The admission policy names the list (spec.masterSoftware) where lint, which can

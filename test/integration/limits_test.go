@@ -37,11 +37,18 @@ func admissionRig(t *testing.T) (context.Context, func(u *unstructured.Unstructu
 		}
 		return res.Delete(ctx, u.GetName(), metav1.DeleteOptions{})
 	}
-	// Policies load asynchronously: wait until the last one (extraVars) refuses.
-	probe := provisioning(1, 0, map[string]any{"x": "{{ y }}"})
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return create(probe) != nil, nil
-	}), "the admission policies never took effect")
+	// Policies (and the site policy's params) load asynchronously: wait until each refuses
+	// what it should. A probe admitted too early is deleted again, so it cannot pass later.
+	jinja := provisioning(1, 0, map[string]any{"x": "{{ y }}"})
+	image := provisioning(1, 0, nil)
+	_ = unstructured.SetNestedField(image.Object, "registry.invalid/kubespray", "spec", "kubespray", "image")
+	unlabelled := provisioning(1, 0, nil)
+	unlabelled.SetLabels(nil)
+	for _, probe := range []*unstructured.Unstructured{jinja, image, unlabelled} {
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return create(probe) != nil, nil
+		}), "the admission policies never took effect")
+	}
 	return ctx, create
 }
 
