@@ -80,7 +80,7 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 	if err != nil {
 		return fail(err)
 	}
-	hosts, err := hostmatch.Match(&p.Spec, hostmatch.ClaimantOf(p, cluster), bmhs)
+	hosts, err := hostmatch.Match(p, hostmatch.ClaimantOf(p, cluster), bmhs)
 	if err != nil {
 		return fail(fmt.Errorf("Provisioning %s: %w", p.Name, err))
 	}

@@ -70,7 +70,7 @@ func BenchmarkMatch10kHosts1kNodes(b *testing.B) {
 	s, hosts := benchInstance()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		got, err := Match(s, Claimant{Cluster: "mine"}, hosts)
+		got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "mine"}, hosts)
 		if err != nil || len(got) != 1000 {
 			b.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func BenchmarkMatchAdversarial1k(b *testing.B) {
 	hosts = append(hosts, bmh("z", hw(96, 4096), boot("52:54:00:02:00:00")))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := Match(s, Claimant{Cluster: "c"}, hosts); err != nil {
+		if _, err := MatchSpec(s, nil, nil, Claimant{Cluster: "c"}, hosts); err != nil {
 			b.Fatal(err)
 		}
 	}

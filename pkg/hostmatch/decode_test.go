@@ -45,7 +45,7 @@ func TestInspectedHost(t *testing.T) {
 	assert.Len(t, h.Status.HardwareDetails.NIC, 4)
 
 	// A master is on it by the MAC of a NIC other than the boot one.
-	got, err := Match(spec(t, "masters: [{edge-m1: {mac-address: 52:54:0A:40:00:01, cpu: 32, memory: 128Gi}}]"), Claimant{Cluster: "c"}, hosts)
+	got, err := MatchSpec(spec(t, "masters: [{edge-m1: {mac-address: 52:54:0A:40:00:01, cpu: 32, memory: 128Gi}}]"), nil, nil, Claimant{Cluster: "c"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "edge-m1=edge-host-1", assignment(got))
 }
@@ -184,7 +184,7 @@ items:
 				t.Fatal("accepted a host without a name")
 			}
 		}
-		_, _ = Match(fuzzSpec, Claimant{Cluster: "c"}, hosts)
+		_, _ = MatchSpec(fuzzSpec, nil, nil, Claimant{Cluster: "c"}, hosts)
 	})
 }
 

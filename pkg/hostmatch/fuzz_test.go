@@ -52,7 +52,7 @@ func FuzzMatchSpec(f *testing.F) {
 		if yaml.Unmarshal(data, &p) != nil {
 			return
 		}
-		got, err := Match(&p.Spec, Claimant{Cluster: "c"}, hosts)
+		got, err := MatchSpec(&p.Spec, nil, nil, Claimant{Cluster: "c"}, hosts)
 		if err != nil {
 			return
 		}

@@ -99,7 +99,7 @@ func TestMatchByMAC(t *testing.T) {
 		bmh("host-b", hw(16, 32768), boot("00-c2-12-03-62-b1")),
 		bmh("host-c", hw(16, 32768), nic("00:c2:12:03:62:b2", "")),
 	}
-	got, err := Match(spec(t, `
+	got, err := MatchSpec(spec(t, `
 masters:
   - master:
       mac-address: 00-c6-14-04-61-b2
@@ -108,7 +108,7 @@ workers:
       mac-address: 00:C2:12:03:62:B1
   - worker-2:
       mac-address: 00:c2:12:03:62:b2
-`), Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, hosts)
+`), nil, nil, Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, []bpav1.HostStatus{
 		{Name: "master", Roles: []string{"master"}, MAC: "00:c6:14:04:61:b2", BareMetalHost: "host-a", Etcd: true},
@@ -163,14 +163,14 @@ func TestMatchByMACErrors(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Match(spec(t, `
+			_, err := MatchSpec(spec(t, `
 masters:
   - master-1:
       mac-address: 00:c6:14:04:61:b2
       cpu: 10
       memory: 4Gi
       sriov: true
-`), Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, tc.hosts)
+`), nil, nil, Claimant{Cluster: "cluster-abc", Namespace: "metal3"}, tc.hosts)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -178,7 +178,7 @@ masters:
 }
 
 func TestMatchByMACSkipsAStaleDuplicate(t *testing.T) {
-	got, err := Match(spec(t, "masters: [{master-1: {mac-address: 00:c6:14:04:61:b2}}]"), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
+	got, err := MatchSpec(spec(t, "masters: [{master-1: {mac-address: 00:c6:14:04:61:b2}}]"), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("old", nic("00:c6:14:04:61:b2", ""), deleting),
 		bmh("new", nic("00:c6:14:04:61:b2", "")),
 	})
@@ -187,10 +187,10 @@ func TestMatchByMACSkipsAStaleDuplicate(t *testing.T) {
 }
 
 func TestTwoNodesOnOneHost(t *testing.T) {
-	_, err := Match(spec(t, `
+	_, err := MatchSpec(spec(t, `
 masters: [{master-1: {mac-address: 00:00:00:00:00:01}}]
 workers: [{worker-1: {mac-address: 00:00:00:00:00:02}}]
-`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{bmh("host-a", nic("00:00:00:00:00:01", ""), nic("00:00:00:00:00:02", ""))})
+`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{bmh("host-a", nic("00:00:00:00:00:01", ""), nic("00:00:00:00:00:02", ""))})
 	assert.ErrorContains(t, err, "nodes master-1 and worker-1 name MACs of the same BareMetalHost host-a")
 }
 
@@ -202,7 +202,7 @@ masters: [{master-1: {cpu: 10}}]
 workers: [{worker-1: {cpu: 20, sriov: true}}]
 `)
 	hosts := []metal3v1.BareMetalHost{bmh("host-a", hw(32, 65536), sriov, boot("00:00:00:00:00:0a")), bmh("host-b", hw(12, 16384), boot("00:00:00:00:00:0b"))}
-	got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+	got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=host-b worker-1=host-a", assignment(got))
 	assert.Equal(t, "00:00:00:00:00:0b", got[0].MAC, "a node chosen by resources reports its host's boot MAC")
@@ -216,10 +216,10 @@ workers: [{worker-1: {cpu: 20, sriov: true}}]
 // TestAugmentingPath needs more than smallest-fit: the smallest host for node-1 is the only
 // one with QAT, which node-2 needs.
 func TestAugmentingPath(t *testing.T) {
-	got, err := Match(spec(t, `
+	got, err := MatchSpec(spec(t, `
 masters: [{node-1: {cpu: 4}}]
 workers: [{node-2: {qat: true}}]
-`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
+`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("p", hw(4, 4096), qat, boot("00:00:00:00:00:01")),
 		bmh("q", hw(8, 4096), boot("00:00:00:00:00:02")),
 	})
@@ -243,7 +243,7 @@ workers: [{worker-1: {cpu: 8}}, {worker-2: {cpu: 8}}]
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 20; i++ {
 		r.Shuffle(len(hosts), func(a, b int) { hosts[a], hosts[b] = hosts[b], hosts[a] })
-		got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+		got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 		require.NoError(t, err)
 		assert.Equal(t, want, assignment(got), "the host order must not matter")
 	}
@@ -254,7 +254,7 @@ workers: [{worker-1: {cpu: 8}}, {worker-2: {cpu: 8}}]
 			claimedBy("c")(&hosts[i])
 		}
 	}
-	got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+	got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=medium worker-1=big worker-2=tiny-ram", assignment(got))
 }
@@ -270,21 +270,21 @@ func TestExcludedHostsAreNeverChosen(t *testing.T) {
 		bmh("f-uninspected", boot("00:00:00:00:00:06"), notInspected),
 		bmh("g-small", hw(0, 1024), boot("00:00:00:00:00:07")),
 	}
-	_, err := Match(s, Claimant{Cluster: "mine", Namespace: "metal3"}, bad)
+	_, err := MatchSpec(s, nil, nil, Claimant{Cluster: "mine", Namespace: "metal3"}, bad)
 	require.ErrorIs(t, err, ErrNoAssignment)
 	assert.Contains(t, err.Error(), "node master-1 (cpu ≥ 1, roles master+worker): none of the 7 BareMetalHosts qualifies "+
 		`(2 in error; 1 being deleted; 1 claimed by cluster "other"; 1 not inspected; 1 too few CPUs; 1 without a MAC address)`)
 
-	got, err := Match(s, Claimant{Cluster: "mine", Namespace: "metal3"}, append(bad, bmh("z-good", hw(1, 1024), boot("00:00:00:00:00:09"), claimedBy("mine"))))
+	got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "mine", Namespace: "metal3"}, append(bad, bmh("z-good", hw(1, 1024), boot("00:00:00:00:00:09"), claimedBy("mine"))))
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=z-good", assignment(got), "a host already claimed by this cluster is fine")
 }
 
 func TestHallViolation(t *testing.T) {
-	_, err := Match(spec(t, `
+	_, err := MatchSpec(spec(t, `
 masters: [{m: {cpu: 4}}]
 workers: [{w1: {cpu: 16}}, {w2: {cpu: 16}}]
-`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
+`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("a", hw(32, 1024), boot("00:00:00:00:00:01")),
 		bmh("b", hw(4, 1024), boot("00:00:00:00:00:02")),
 	})
@@ -306,17 +306,17 @@ workerSelector:
 		bmh("a", hw(1, 1), boot("00:00:00:00:00:01"), label("rack", "r2")),
 		bmh("b", hw(2, 1), boot("00:00:00:00:00:02"), label("rack", "r1")),
 	}
-	got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+	got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	require.NoError(t, err)
 	assert.Equal(t, "master-1=b worker-1=a", assignment(got))
 
 	// A MAC pin must respect the selector too.
 	s.Masters[0]["master-1"] = &bpav1.NodeRequirements{MACAddress: "00:00:00:00:00:01"}
-	_, err = Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+	_, err = MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	assert.ErrorContains(t, err, "node master-1: BareMetalHost a (MAC 00:00:00:00:00:01) does not meet the node's requirements: its labels do not match masterSelector")
 
 	s.MasterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Bogus"}}}
-	_, err = Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+	_, err = MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	assert.ErrorContains(t, err, "masterSelector:")
 }
 
@@ -345,7 +345,7 @@ masters: [{node: {cpu: 4}}]
 workers: [{node: {memory: 8Gi}}]`, "node master,worker"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := Match(spec(t, tc.spec), Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+			got, err := MatchSpec(spec(t, tc.spec), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 			require.NoError(t, err)
 			var parts []string
 			for _, h := range got {
@@ -354,9 +354,9 @@ workers: [{node: {memory: 8Gi}}]`, "node master,worker"},
 			assert.Equal(t, tc.want, strings.Join(parts, "; "))
 		})
 	}
-	_, err := Match(spec(t, `
+	_, err := MatchSpec(spec(t, `
 masters: [{node: {cpu: 4}}]
-workers: [{node: {cpu: 16}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+workers: [{node: {cpu: 16}}]`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 	assert.ErrorIs(t, err, ErrNoAssignment, "both entries' requirements hold")
 }
 
@@ -422,7 +422,7 @@ workers: [{w1: }, {m1: }]`, []string{"m1"}},
 }
 
 func TestMemoryRoundsUp(t *testing.T) {
-	got, err := Match(spec(t, `masters: [{a: {memory: "4294967297"}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
+	got, err := MatchSpec(spec(t, `masters: [{a: {memory: "4294967297"}}]`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{
 		bmh("exact", hw(1, 4096), boot("00:00:00:00:00:01")),
 		bmh("more", hw(1, 4097), boot("00:00:00:00:00:02")),
 	})
@@ -431,7 +431,7 @@ func TestMemoryRoundsUp(t *testing.T) {
 }
 
 func TestDuplicateHostName(t *testing.T) {
-	_, err := Match(spec(t, `masters: [{a: {}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{bmh("x", boot("00:00:00:00:00:01")), bmh("x", boot("00:00:00:00:00:02"))})
+	_, err := MatchSpec(spec(t, `masters: [{a: {}}]`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, []metal3v1.BareMetalHost{bmh("x", boot("00:00:00:00:00:01")), bmh("x", boot("00:00:00:00:00:02"))})
 	assert.ErrorContains(t, err, "BareMetalHost x is listed twice")
 }
 
@@ -468,7 +468,7 @@ func TestMatchIsMaximum(t *testing.T) {
 		}
 		nodes, err := Nodes(s)
 		require.NoError(t, err)
-		got, err := Match(s, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
+		got, err := MatchSpec(s, nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, hosts)
 		exists := bruteForce(nodes, hosts)
 		if !exists {
 			require.ErrorIs(t, err, ErrNoAssignment, "iteration %d", iter)
@@ -526,7 +526,7 @@ func bruteForce(nodes []Node, bmhs []metal3v1.BareMetalHost) bool {
 }
 
 func TestErrNoAssignmentIsWrapped(t *testing.T) {
-	_, err := Match(spec(t, `masters: [{a: {cpu: 4}}]`), Claimant{Cluster: "c", Namespace: "metal3"}, nil)
+	_, err := MatchSpec(spec(t, `masters: [{a: {cpu: 4}}]`), nil, nil, Claimant{Cluster: "c", Namespace: "metal3"}, nil)
 	assert.True(t, errors.Is(err, ErrNoAssignment))
 	assert.Contains(t, err.Error(), "there are no BareMetalHosts")
 }
@@ -562,7 +562,7 @@ func TestConsumerRefClaims(t *testing.T) {
 		"free": {nil, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := Match(s, me, host(tc.opts...))
+			got, err := MatchSpec(s, nil, nil, me, host(tc.opts...))
 			if tc.err == "" {
 				require.NoError(t, err)
 				assert.Equal(t, "h", got[0].BareMetalHost)

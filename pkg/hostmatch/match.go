@@ -42,6 +42,9 @@ var ErrNoAssignment = errors.New("no assignment of BareMetalHosts satisfies ever
 // Selectors are the per-role label selectors; nil selects every host.
 type Selectors struct {
 	Master, Worker labels.Selector
+	// Pools are the worker pools' hostSelectors, in spec order (a pool member's Node.Pool
+	// indexes it); a pool's selector replaces workerSelector for its members.
+	Pools []labels.Selector
 }
 
 // SelectorsOf converts the spec's masterSelector and workerSelector.
@@ -64,7 +67,15 @@ func SelectorsOf(spec *bpav1.ProvisioningSpec) (Selectors, error) {
 	if err != nil {
 		return Selectors{}, err
 	}
-	return Selectors{Master: m, Worker: w}, nil
+	sel := Selectors{Master: m, Worker: w}
+	for i, pool := range spec.WorkerPools {
+		ps, err := conv(fmt.Sprintf("workerPools[%d].hostSelector", i), pool.HostSelector)
+		if err != nil {
+			return Selectors{}, err
+		}
+		sel.Pools = append(sel.Pools, ps)
+	}
+	return sel, nil
 }
 
 // Claimant is the Provisioning hosts are chosen for. A host is its own when the host's
@@ -114,18 +125,35 @@ func Describe(ref *corev1.ObjectReference) string {
 	return ref.Kind + " " + ref.Namespace + "/" + ref.Name
 }
 
-// Match chooses a host for every node of spec from hosts, for claimant. The result is
-// sorted by node name; IPs are left empty (resolve-leases fills them).
-func Match(spec *bpav1.ProvisioningSpec, cluster Claimant, hosts []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
-	nodes, err := Nodes(spec)
+// Match chooses a host for every node p asks for now (Desired) from hosts, for claimant.
+// Nodes the cluster already has keep their hosts; nodes leaving it (applied, no longer
+// desired) are listed as they were applied, marked Removing, since kubespray removes a node
+// that is still in its inventory. The result is sorted by node name; IPs of the others are
+// left empty (resolve-leases fills them).
+func Match(p *bpav1.Provisioning, cluster Claimant, hosts []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
+	return MatchSpec(&p.Spec, p.Status.Applied, p.Annotations, cluster, hosts)
+}
+
+// MatchSpec is Match on a spec, the applied state (nil for a new cluster) and the CR's
+// annotations.
+func MatchSpec(spec *bpav1.ProvisioningSpec, applied *bpav1.AppliedState, annotations map[string]string, cluster Claimant, hosts []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
+	p := &bpav1.Provisioning{Spec: *spec}
+	p.Annotations, p.Status.Applied = annotations, applied
+	nodes, err := Desired(p)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := SelectorsOf(spec)
+	sel, err := SelectorsOf(&p.Spec)
 	if err != nil {
 		return nil, err
 	}
-	return MatchNodes(nodes, sel, cluster, hosts)
+	out, err := MatchNodes(nodes, sel, cluster, hosts)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, Leaving(p, nodes)...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
 // host is what matching needs to know about one BareMetalHost.
@@ -137,9 +165,10 @@ type host struct {
 	ramMiB    int64
 	sriov     bool
 	qat       bool
-	master    bool // in masterSelector
-	worker    bool // in workerSelector
-	ours      bool // already claimed by this claimant
+	master    bool   // in masterSelector
+	worker    bool   // in workerSelector
+	pools     uint32 // bit i: in worker pool i's hostSelector
+	ours      bool   // already claimed by this claimant
 	// excluded says why the host can never be chosen, empty if it can; excludedShort is
 	// the same for counting hosts in an error.
 	excluded, excludedShort string
@@ -156,6 +185,11 @@ func newHost(b *metal3v1.BareMetalHost, cluster Claimant, sel Selectors) host {
 	h.qat = l[bpav1.QATFeatureLabel] == "true"
 	h.master = sel.Master == nil || sel.Master.Matches(l)
 	h.worker = sel.Worker == nil || sel.Worker.Matches(l)
+	for i, ps := range sel.Pools {
+		if ps == nil || ps.Matches(l) {
+			h.pools |= 1 << i
+		}
+	}
 	ref := b.Spec.ConsumerRef
 	h.ours = cluster.Owns(ref) || cluster.LegacyClaim(b)
 	label, labelled := b.Labels[bpav1.HostClaimLabel]
@@ -219,7 +253,12 @@ func unmet(n Node, h *host) []shortfall {
 	if n.Master && !h.master {
 		miss = append(miss, shortfall{"not in masterSelector", "its labels do not match masterSelector"})
 	}
-	if n.Worker && !h.worker {
+	switch {
+	case n.Pool >= 0:
+		if h.pools&(1<<n.Pool) == 0 {
+			miss = append(miss, shortfall{"not in the pool's hostSelector", fmt.Sprintf("its labels do not match workerPools[%d].hostSelector", n.Pool)})
+		}
+	case n.Worker && !h.worker:
 		miss = append(miss, shortfall{"not in workerSelector", "its labels do not match workerSelector"})
 	}
 	if (n.CPU > 0 || n.MemoryMiB > 0) && !h.inspected {
@@ -323,7 +362,9 @@ func matchByMAC(nodes []Node, hosts []host, chosen []int, takenBy map[int]string
 		if other, dup := takenBy[hi]; dup {
 			return fmt.Errorf("nodes %s and %s name MACs of the same BareMetalHost %s", other, n.Name, h.name)
 		}
-		if miss := unmet(n, h); len(miss) > 0 {
+		// A node the cluster already has stays where it is even if its requirements changed
+		// since: moving it would mean removing it and adding it back.
+		if miss := unmet(n, h); len(miss) > 0 && !n.Pinned {
 			return fmt.Errorf("node %s: BareMetalHost %s (MAC %s) does not meet the node's requirements: %s",
 				n.Name, h.name, n.MAC, longForms(miss))
 		}
@@ -364,10 +405,12 @@ func matchByResources(nodes []Node, hosts []host, chosen []int, takenBy map[int]
 
 // Capability bits of hosts, and the bits a node requires.
 const (
-	bitSRIOV uint8 = 1 << iota
+	bitSRIOV uint32 = 1 << iota
 	bitQAT
 	bitMaster
 	bitWorker
+	// bitPool0 << i is worker pool i (at most 28 pools; the CRD allows 20).
+	bitPool0
 )
 
 // matcher is the bipartite graph of resource-chosen nodes and available hosts, kept
@@ -380,12 +423,12 @@ type matcher struct {
 	order []int // position -> index into avail
 	cpu   []int
 	ram   []int64
-	bits  []uint8
+	bits  []uint32
 	ours  int
 	// Nodes by k, in node order.
 	ncpu  []int
 	nram  []int64
-	nbits []uint8
+	nbits []uint32
 	lb    []int
 	// The matching, and Hopcroft–Karp's scratch space.
 	matchN []int // node -> host position, -1
@@ -413,7 +456,7 @@ func newMatcher(nodes []Node, free []int, hosts []host, avail []int) *matcher {
 	}
 	sort.Slice(m.order, func(i, j int) bool { return less(&hosts[avail[m.order[i]]], &hosts[avail[m.order[j]]]) })
 	n := len(avail)
-	m.cpu, m.ram, m.bits, m.matchH = make([]int, n), make([]int64, n), make([]uint8, n), make([]int, n)
+	m.cpu, m.ram, m.bits, m.matchH = make([]int, n), make([]int64, n), make([]uint32, n), make([]int, n)
 	for p, a := range m.order {
 		h := &hosts[avail[a]]
 		if h.ours {
@@ -423,16 +466,21 @@ func newMatcher(nodes []Node, free []int, hosts []host, avail []int) *matcher {
 		if !h.inspected {
 			m.cpu[p], m.ram[p] = 0, 0
 		}
-		m.bits[p] = bit(h.sriov, bitSRIOV) | bit(h.qat, bitQAT) | bit(h.master, bitMaster) | bit(h.worker, bitWorker)
+		m.bits[p] = bit(h.sriov, bitSRIOV) | bit(h.qat, bitQAT) | bit(h.master, bitMaster) | bit(h.worker, bitWorker) | h.pools*bitPool0
 		m.matchH[p] = -1
 	}
 	k := len(free)
-	m.ncpu, m.nram, m.nbits, m.lb = make([]int, k), make([]int64, k), make([]uint8, k), make([]int, k)
+	m.ncpu, m.nram, m.nbits, m.lb = make([]int, k), make([]int64, k), make([]uint32, k), make([]int, k)
 	m.matchN, m.dist, m.iter = make([]int, k), make([]int, k), make([]int, k)
 	for j, ni := range free {
 		nd := &nodes[ni]
 		m.ncpu[j], m.nram[j] = nd.CPU, nd.MemoryMiB
-		m.nbits[j] = bit(nd.SRIOV, bitSRIOV) | bit(nd.QAT, bitQAT) | bit(nd.Master, bitMaster) | bit(nd.Worker, bitWorker)
+		m.nbits[j] = bit(nd.SRIOV, bitSRIOV) | bit(nd.QAT, bitQAT) | bit(nd.Master, bitMaster)
+		if nd.Pool >= 0 {
+			m.nbits[j] |= bitPool0 << nd.Pool // the pool's selector, not workerSelector
+		} else {
+			m.nbits[j] |= bit(nd.Worker, bitWorker)
+		}
 		rest := m.cpu[m.ours:]
 		m.lb[j] = m.ours + sort.Search(len(rest), func(i int) bool { return rest[i] >= nd.CPU })
 		m.matchN[j] = -1
@@ -440,7 +488,7 @@ func newMatcher(nodes []Node, free []int, hosts []host, avail []int) *matcher {
 	return m
 }
 
-func bit(b bool, v uint8) uint8 {
+func bit(b bool, v uint32) uint32 {
 	if b {
 		return v
 	}
@@ -556,7 +604,9 @@ func (m *matcher) explain(k int, nodes []Node, free []int, hosts []host, avail [
 			case h.mac == "":
 				note("without a MAC address")
 			default:
-				if miss := unmet(n, h); len(miss) > 0 {
+				// A node the cluster already has stays where it is even if its requirements changed
+				// since: moving it would mean removing it and adding it back.
+				if miss := unmet(n, h); len(miss) > 0 && !n.Pinned {
 					note(miss[0].short)
 				}
 			}

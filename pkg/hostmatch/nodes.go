@@ -37,6 +37,11 @@ type Node struct {
 	QAT       bool
 	// Etcd: the node is a master that runs an etcd member (kubespray.EtcdMembers).
 	Etcd bool
+	// Pool indexes spec.workerPools for a pool member, -1 for a named node.
+	Pool int
+	// Pinned: the cluster already has the node (status.applied), so MAC is its host's and
+	// the host is kept even if it no longer meets the requirements.
+	Pinned bool
 }
 
 // Roles lists the node's roles, master first.
@@ -178,7 +183,7 @@ func etcdMembers(masters []bpav1.NodeEntry, nodes []Node) error {
 }
 
 func nodeOf(name string, req *bpav1.NodeRequirements) (Node, error) {
-	n := Node{Name: name}
+	n := Node{Name: name, Pool: -1}
 	if req == nil {
 		return n, nil
 	}

@@ -22,6 +22,9 @@ type Operation struct {
 	Vars map[string]any `json:"vars,omitempty"`
 	// Reason says in words why the operation runs.
 	Reason string `json:"reason,omitempty"`
+	// Without are hosts left out of the inventory for this run: nodes an earlier operation
+	// removed (docs/operations/nodes.md: remove the node from the inventory afterwards).
+	Without []string `json:"without,omitempty"`
 }
 
 // The operations of kubespray's documented procedures (docs/operations/nodes.md).
@@ -61,7 +64,9 @@ func ResetCluster(reason string) Operation {
 // required ones must be present. Anything else belongs in the vars file.
 var playbookVars = map[Playbook]struct{ allowed, required map[string]func(any) bool }{
 	Remove: {
-		allowed: map[string]func(any) bool{"reset_nodes": isBool, "allow_ungraceful_removal": isBool},
+		// The drain settings of roles/remove-node/pre-remove (spec.nodeRemoval).
+		allowed: map[string]func(any) bool{"reset_nodes": isBool, "allow_ungraceful_removal": isBool,
+			"drain_grace_period": isCount, "drain_timeout": isSeconds, "drain_retries": isCount},
 		required: map[string]func(any) bool{
 			// v2.27 removes every host when node is missing (hosts: node | default('etcd:k8s_cluster:calico_rr')).
 			"node":              isNodeList,
@@ -69,8 +74,31 @@ var playbookVars = map[Playbook]struct{ allowed, required map[string]func(any) b
 		},
 	},
 	Reset: {required: map[string]func(any) bool{"reset_confirmation": func(v any) bool { return v == "yes" }}},
-	// kubespray's procedure to add a control-plane or etcd node runs cluster.yml with it.
+	// kubespray's procedure to add a control-plane or etcd node runs cluster.yml, then
+	// upgrade-cluster.yml, with it.
 	Cluster: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }}},
+	Upgrade: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }}},
+}
+
+// isCount accepts a non-negative whole number, as Go or JSON decoding gives it.
+func isCount(v any) bool {
+	switch n := v.(type) {
+	case int:
+		return n >= 0
+	case float64:
+		return n >= 0 && n == float64(int64(n))
+	case json.Number:
+		i, err := n.Int64()
+		return err == nil && i >= 0
+	}
+	return false
+}
+
+// isSeconds accepts a duration such as 360s, drain_timeout's form.
+func isSeconds(v any) bool {
+	s, ok := v.(string)
+	n, found := strings.CutSuffix(s, "s")
+	return ok && found && n != "" && strings.Trim(n, "0123456789") == ""
 }
 
 func isBool(v any) bool { _, ok := v.(bool); return ok }
@@ -85,6 +113,11 @@ func isNodeList(v any) bool {
 func (p *Profile) Validate(op Operation) error {
 	if _, ok := p.Playbooks[op.Playbook]; !ok {
 		return fmt.Errorf("operation: unknown playbook %q", op.Playbook)
+	}
+	for _, h := range op.Without {
+		if len(validation.IsDNS1123Label(h)) > 0 {
+			return fmt.Errorf("operation %s: without %q: want host names", op.Playbook, h)
+		}
 	}
 	for _, l := range op.Limit {
 		if len(validation.IsDNS1123Label(l)) > 0 && l != p.Groups.ControlPlane && l != p.Groups.Etcd && l != p.Groups.Node {

@@ -1,34 +1,440 @@
 package translator
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
-// Plan returns the kubespray operations a run of p executes, in order. Today that is the
-// creation of the whole cluster; the day-2 planner extends it with the applied state
-// (spec, applied) → operations, each becoming its own steps, and `bpa plan` prints them all.
+// The day-2 planner: (spec, applied) → the operations that take the cluster from what
+// status.applied says it is to what the spec asks, each a DAG task of its own.
+//
+// A run's steps come in this order, and each runs only when needed:
+//
+//  0. run-kubespray (first creation only): cluster.yml on every host;
+//  1. remove-workers: remove-node.yml for the workers that leave;
+//  2. remove-control-plane: remove-node.yml for the masters that leave, then cluster.yml
+//     without them when an etcd member left (kubespray's docs/operations/nodes.md);
+//  3. add-control-plane: cluster.yml then upgrade-cluster.yml, both limited to
+//     etcd,kube_control_plane with ignore_assert_errors=yes (nodes.md);
+//  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
+//     one container so scale.yml finds the facts cache (nodes.md);
+//  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release;
+//  6. reconfigure: cluster.yml on every host, for other settings (variables, plugins,
+//     subnets, inventory) or a rerun request.
+//
+// Removals come first: a dead host that leaves never blocks the facts gathering of the
+// additions, and every addition runs against the final inventory. A removed node leaves the
+// inventory of every later operation (Operation.Without), as nodes.md says to.
+//
+// Some changes are refused, leaving the cluster untouched (a Refusal names the field and
+// the rule): a downgrade or a skipped minor of Kubernetes or kubespray (upgrades.md: one
+// minor at a time); an upgrade combined with node changes (upgrade an unchanged node set,
+// then change the nodes); adding and removing etcd members at once (every inventory in
+// between would hold an even number, which kubespray refuses); removing the first
+// control-plane node, or adding a master that would become it (remove-node.yml cannot
+// remove it, and kubespray's plays treat the first kube_control_plane host as the one that
+// already runs the cluster); and changing whether a node is a master or runs etcd.
+
+// Step names: the DAG tasks of the operations.
+const (
+	// StepCreate keeps the seed's name for the first creation's task, which the ad-hoc
+	// template, `bpa describe` and dashboards already know.
+	StepCreate             = "run-kubespray"
+	StepRemoveWorkers      = "remove-workers"
+	StepRemoveControlPlane = "remove-control-plane"
+	StepAddControlPlane    = "add-control-plane"
+	StepScaleWorkers       = "scale-workers"
+	StepUpgrade            = "upgrade"
+	StepReconfigure        = "reconfigure"
+	StepReset              = "reset"
+)
+
+// Step is one DAG task: kubespray operations run in order in one container.
+type Step struct {
+	Name string `json:"name"`
+	// Nodes are the nodes it adds or removes; empty when it concerns all.
+	Nodes      []string              `json:"nodes,omitempty"`
+	Reason     string                `json:"reason"`
+	Operations []kubespray.Operation `json:"operations"`
+	// AllowUngraceful lets the step remove a node it cannot reach without draining or
+	// resetting it (spec.nodeRemoval.allowUngraceful); only removal steps use it.
+	AllowUngraceful bool `json:"allowUngraceful,omitempty"`
+}
+
+// Adds says whether the step adds its nodes to the cluster.
+func (s Step) Adds() bool {
+	return s.Name == StepCreate || s.Name == StepAddControlPlane || s.Name == StepScaleWorkers
+}
+
+// Removes says whether the step removes its nodes.
+func (s Step) Removes() bool { return s.Name == StepRemoveWorkers || s.Name == StepRemoveControlPlane }
+
+// Playbooks lists the playbooks the step runs.
+func (s Step) Playbooks() []string {
+	out := make([]string, len(s.Operations))
+	for i, op := range s.Operations {
+		out[i] = string(op.Playbook)
+	}
+	return out
+}
+
+// ChangePlan is what a run does, and what the cluster is once all of it has succeeded.
+type ChangePlan struct {
+	Steps             []Step `json:"steps"`
+	KubesprayVersion  string `json:"kubesprayVersion"`
+	KubernetesVersion string `json:"kubernetesVersion"`
+	Settings          string `json:"settings"`
+}
+
+// Operations lists every operation of the plan in order.
+func (c *ChangePlan) Operations() []kubespray.Operation {
+	var out []kubespray.Operation
+	for _, s := range c.Steps {
+		out = append(out, s.Operations...)
+	}
+	return out
+}
+
+// Refusal is a change the planner will not make. The CR is Stalled with Reason and a
+// message that names Field.
+type Refusal struct {
+	Field, Reason, Message string
+}
+
+func (r *Refusal) Error() string { return r.Field + ": " + r.Message }
+
+// Reasons of refusals, which become the Stalled condition's reason.
+const (
+	ReasonDowngrade          = "DowngradeRefused"
+	ReasonSkippedMinor       = "SkippedMinorRefused"
+	ReasonUpgradeWithChanges = "UpgradeWithNodeChanges"
+	ReasonEtcdReplacement    = "EtcdMembersAddedAndRemoved"
+	ReasonFirstControlPlane  = "FirstControlPlaneNode"
+	ReasonRoleChange         = "NodeRoleChange"
+)
+
+// Plan returns the kubespray operations a run of p executes, in order (ChangePlan's).
 func Plan(p *bpav1.Provisioning) ([]kubespray.Operation, error) {
+	c, err := PlanChange(p)
+	if err != nil {
+		return nil, err
+	}
+	return c.Operations(), nil
+}
+
+// PlanChange plans the run that takes the cluster from p.Status.Applied to p.Spec. It is
+// pure: it reads the spec, status.applied and the rerun and delete-nodes annotations. An
+// empty plan means there is nothing kubespray needs to do.
+func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	params, err := ProvisioningParameters(p)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := kubespray.ProfileForImage(params["kubespray-image"]); err != nil {
+	profile, patch, err := kubespray.ProfileForImage(params["kubespray-image"])
+	if err != nil {
 		return nil, fmt.Errorf("spec.kubespray.version: %w", err)
 	}
-	return []kubespray.Operation{kubespray.CreateCluster(fmt.Sprintf("build the cluster on all %d hosts", nodeCount(p)))}, nil
-}
-
-func nodeCount(p *bpav1.Provisioning) int {
-	names := map[string]bool{}
-	for _, l := range [][]bpav1.NodeEntry{p.Spec.Masters, p.Spec.Workers} {
-		for _, e := range l {
-			for n := range e {
-				names[n] = true
-			}
+	kube := profile.KubeMax[patch] // kube_version's default: the newest of kubelet_checksums
+	if p.Spec.Kubernetes != nil && p.Spec.Kubernetes.Version != "" {
+		if kube, err = kubespray.ParseKubeVersion(p.Spec.Kubernetes.Version); err != nil {
+			return nil, fmt.Errorf("spec.kubernetes.version: %w", err)
 		}
 	}
-	return len(names)
+	_, release, _ := strings.Cut(params["kubespray-image"], ":")
+	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: SettingsDigest(&p.Spec)}
+
+	desired, err := hostmatch.Desired(p)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	applied := p.Status.Applied
+	if applied == nil || len(applied.Hosts) == 0 {
+		const reason = "build the cluster on every host"
+		plan.Steps = []Step{{Name: StepCreate, Reason: reason, Operations: []kubespray.Operation{kubespray.CreateCluster(reason)}}}
+		return plan, nil
+	}
+
+	d := diff(applied.Hosts, desired)
+	if err := d.refuse(applied.Hosts); err != nil {
+		return nil, err
+	}
+	upgrade, err := versionChange(applied, plan, kube)
+	if err != nil {
+		return nil, err
+	}
+	if upgrade != "" && len(d.added)+len(d.removed) > 0 {
+		field := "spec.kubernetes.version"
+		if applied.KubesprayVersion != plan.KubesprayVersion {
+			field = "spec.kubespray.version"
+		}
+		return nil, &Refusal{field, ReasonUpgradeWithChanges, fmt.Sprintf("%s, and the nodes change too (%s): kubespray upgrades an unchanged node set (docs/operations/upgrades.md); make the node changes and the upgrade in separate edits",
+			upgrade, d.describe())}
+	}
+
+	var gone []string
+	remove := func(name string, nodes []string, etcd bool) {
+		op := kubespray.RemoveNodes(nodes, false, fmt.Sprintf("remove %s", strings.Join(nodes, ", ")))
+		for k, v := range drainVars(p.Spec.NodeRemoval) {
+			op.Vars[k] = v
+		}
+		op.Without = slices.Clone(gone)
+		ops := []kubespray.Operation{op}
+		gone = append(gone, nodes...)
+		reason := fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", "))
+		if etcd {
+			ops = append(ops, kubespray.Operation{Playbook: kubespray.Cluster, Without: slices.Clone(gone),
+				Reason: "an etcd member left: reconfigure the remaining nodes (docs/operations/nodes.md)"})
+		}
+		allow := p.Spec.NodeRemoval != nil && p.Spec.NodeRemoval.AllowUngraceful
+		plan.Steps = append(plan.Steps, Step{Name: name, Nodes: nodes, Reason: reason, Operations: ops, AllowUngraceful: allow})
+	}
+	if len(d.removedWorkers) > 0 {
+		remove(StepRemoveWorkers, d.removedWorkers, false)
+	}
+	if len(d.removedMasters) > 0 {
+		remove(StepRemoveControlPlane, d.removedMasters, d.removedEtcd)
+	}
+	if len(d.addedMasters) > 0 {
+		limit := []string{profile.Groups.Etcd, profile.Groups.ControlPlane}
+		vars := map[string]any{"ignore_assert_errors": "yes"}
+		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
+		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{
+			{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"},
+			{Playbook: kubespray.Upgrade, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"},
+		}})
+	}
+	if len(d.addedWorkers) > 0 {
+		reason := fmt.Sprintf("add worker %s", strings.Join(d.addedWorkers, ", "))
+		facts := kubespray.GatherFacts("gather every host's facts for scale.yml's --limit")
+		facts.Without = slices.Clone(gone)
+		scale := kubespray.ScaleNodes(d.addedWorkers, reason)
+		scale.Without = slices.Clone(gone)
+		plan.Steps = append(plan.Steps, Step{Name: StepScaleWorkers, Nodes: d.addedWorkers, Reason: reason, Operations: []kubespray.Operation{facts, scale}})
+	}
+	if upgrade != "" {
+		plan.Steps = append(plan.Steps, Step{Name: StepUpgrade, Reason: upgrade, Operations: []kubespray.Operation{kubespray.UpgradeCluster(upgrade)}})
+		return plan, nil // upgrade-cluster.yml applies every other setting too
+	}
+	reconfigure := ""
+	switch {
+	case applied.Settings != plan.Settings:
+		reconfigure = "settings changed (kubespray variables, plugins, subnets or inventory)"
+	case len(d.roleChanged) > 0:
+		reconfigure = fmt.Sprintf("%s no longer run workloads, or now do", strings.Join(d.roleChanged, ", "))
+	case len(plan.Steps) == 0 && rerunRequested(p):
+		reconfigure = fmt.Sprintf("rerun requested (%s=%s)", bpav1.RerunAnnotation, p.Annotations[bpav1.RerunAnnotation])
+	}
+	if reconfigure != "" {
+		op := kubespray.CreateCluster(reconfigure)
+		op.Without = slices.Clone(gone)
+		plan.Steps = append(plan.Steps, Step{Name: StepReconfigure, Reason: reconfigure, Operations: []kubespray.Operation{op}})
+	}
+	return plan, nil
+}
+
+func rerunRequested(p *bpav1.Provisioning) bool {
+	r := p.Annotations[bpav1.RerunAnnotation]
+	return r != "" && r != p.Status.LastHandledRerun
+}
+
+// drainVars are remove-node.yml's drain settings from spec.nodeRemoval; kubespray's own
+// defaults (roles/remove-node/pre-remove/defaults) when unset.
+func drainVars(r *bpav1.NodeRemoval) map[string]any {
+	grace, timeout, retries := int32(300), int32(360), int32(3)
+	if r != nil {
+		if r.DrainGracePeriodSeconds != nil {
+			grace = *r.DrainGracePeriodSeconds
+		}
+		if r.DrainTimeoutSeconds != nil {
+			timeout = *r.DrainTimeoutSeconds
+		}
+		if r.DrainRetries != nil {
+			retries = *r.DrainRetries
+		}
+	}
+	return map[string]any{"drain_grace_period": int(grace), "drain_timeout": strconv.Itoa(int(timeout)) + "s", "drain_retries": int(retries)}
+}
+
+// SettingsDigest is a digest of what a change of runs cluster.yml on every node: the
+// kubespray variables, KUD plugins, pod subnet and inventory settings.
+func SettingsDigest(spec *bpav1.ProvisioningSpec) string {
+	s := struct {
+		Vars    any `json:"vars,omitempty"`
+		Plugins any `json:"plugins,omitempty"`
+		Subnet  any `json:"subnet,omitempty"`
+		Inv     any `json:"inventory,omitempty"`
+	}{Plugins: spec.KUDPlugins, Subnet: spec.PodSubnet, Inv: spec.Inventory}
+	if spec.Kubespray != nil {
+		s.Vars = spec.Kubespray.ExtraVars
+	}
+	b, _ := json.Marshal(s) // map keys sorted: the same digest every time
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// nodeDiff is how the desired nodes differ from the applied ones.
+type nodeDiff struct {
+	added, removed                 []string
+	addedMasters, addedWorkers     []string
+	removedMasters, removedWorkers []string
+	addedEtcd, removedEtcd         bool
+	roleChanged                    []string // masters that gained or lost the worker role
+	refusal                        *Refusal
+}
+
+func isRole(h bpav1.HostStatus, role string) bool { return slices.Contains(h.Roles, role) }
+
+func diff(applied []bpav1.HostStatus, desired []hostmatch.Node) nodeDiff {
+	var d nodeDiff
+	have := map[string]bpav1.HostStatus{}
+	for _, h := range applied {
+		if !h.Removing {
+			have[h.Name] = h
+		}
+	}
+	want := map[string]bool{}
+	for _, n := range desired {
+		want[n.Name] = true
+		h, ok := have[n.Name]
+		switch {
+		case !ok:
+			d.added = append(d.added, n.Name)
+			if n.Master {
+				d.addedMasters = append(d.addedMasters, n.Name)
+				d.addedEtcd = d.addedEtcd || n.Etcd
+			} else {
+				d.addedWorkers = append(d.addedWorkers, n.Name)
+			}
+		case isRole(h, hostmatch.RoleMaster) != n.Master || h.Etcd != n.Etcd:
+			if d.refusal == nil {
+				d.refusal = &Refusal{"spec.masters", ReasonRoleChange, fmt.Sprintf("node %s is %s in the cluster and would become %s: kubespray cannot change a node's control-plane or etcd role in place; remove the node, then add it back under a new name",
+					n.Name, roleWords(isRole(h, hostmatch.RoleMaster), h.Etcd), roleWords(n.Master, n.Etcd))}
+			}
+		case isRole(h, hostmatch.RoleWorker) != n.Worker:
+			d.roleChanged = append(d.roleChanged, n.Name)
+		}
+	}
+	for _, h := range applied {
+		if h.Removing || want[h.Name] {
+			continue
+		}
+		d.removed = append(d.removed, h.Name)
+		if isRole(h, hostmatch.RoleMaster) {
+			d.removedMasters = append(d.removedMasters, h.Name)
+			d.removedEtcd = d.removedEtcd || h.Etcd
+		} else {
+			d.removedWorkers = append(d.removedWorkers, h.Name)
+		}
+	}
+	for _, l := range [][]string{d.added, d.removed, d.addedMasters, d.addedWorkers, d.removedMasters, d.removedWorkers, d.roleChanged} {
+		sort.Strings(l)
+	}
+	return d
+}
+
+func roleWords(master, etcd bool) string {
+	switch {
+	case master && etcd:
+		return "a control-plane node with an etcd member"
+	case master:
+		return "a control-plane node without etcd"
+	}
+	return "a worker"
+}
+
+// refuse returns the first rule the change breaks.
+func (d nodeDiff) refuse(applied []bpav1.HostStatus) error {
+	if d.refusal != nil {
+		return d.refusal
+	}
+	if d.addedEtcd && d.removedEtcd {
+		return &Refusal{"spec.masters", ReasonEtcdReplacement, "etcd members are added and removed in one edit: every inventory in between would hold an even number of etcd members, which kubespray refuses; add the new members first, then remove the old ones"}
+	}
+	// The inventory lists masters by name: the first is kubespray's first control-plane node.
+	var masters []string
+	for _, h := range applied {
+		if isRole(h, hostmatch.RoleMaster) && !h.Removing {
+			masters = append(masters, h.Name)
+		}
+	}
+	sort.Strings(masters)
+	if len(masters) == 0 {
+		return nil
+	}
+	first := masters[0]
+	if slices.Contains(d.removed, first) {
+		return &Refusal{"spec.masters", ReasonFirstControlPlane, fmt.Sprintf("%s is the first control-plane node, which kubespray's remove-node.yml cannot remove (\"Currently cannot remove first control plane node or first etcd node\"); keep it", first)}
+	}
+	for _, m := range d.addedMasters {
+		if m < first {
+			return &Refusal{"spec.masters", ReasonFirstControlPlane, fmt.Sprintf("new master %s would sort before %s and become kubespray's first control-plane node, which must be a node that already runs the cluster; choose a name that sorts after %s", m, first, first)}
+		}
+	}
+	return nil
+}
+
+func (d nodeDiff) describe() string {
+	var parts []string
+	if len(d.added) > 0 {
+		parts = append(parts, "add "+strings.Join(d.added, ", "))
+	}
+	if len(d.removed) > 0 {
+		parts = append(parts, "remove "+strings.Join(d.removed, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// versionChange compares the applied releases with the plan's, and says what the upgrade
+// is ("" for none), or refuses it.
+func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray.KubeVersion) (string, error) {
+	var what []string
+	if from := applied.KubesprayVersion; from != "" && from != plan.KubesprayVersion {
+		a, aok := releaseMinorPatch(from)
+		b, bok := releaseMinorPatch(plan.KubesprayVersion)
+		switch {
+		case !aok || !bok:
+		case b[0] < a[0] || b[0] == a[0] && b[1] < a[1]:
+			return "", &Refusal{"spec.kubespray.version", ReasonDowngrade, fmt.Sprintf("the cluster was built with kubespray %s; %s is older, and kubespray does not downgrade", from, plan.KubesprayVersion)}
+		case b[0] > a[0]+1:
+			return "", &Refusal{"spec.kubespray.version", ReasonSkippedMinor, fmt.Sprintf("the cluster runs kubespray %s; %s skips v2.%d, and kubespray must not skip a minor release (docs/operations/upgrades.md): upgrade to v2.%d first", from, plan.KubesprayVersion, a[0]+1, a[0]+1)}
+		}
+		what = append(what, fmt.Sprintf("kubespray %s → %s", from, plan.KubesprayVersion))
+	}
+	if from := applied.KubernetesVersion; from != "" && from != plan.KubernetesVersion {
+		a, err := kubespray.ParseKubeVersion(from)
+		if err == nil {
+			switch {
+			case kube.Minor < a.Minor || kube.Minor == a.Minor && kube.Patch < a.Patch:
+				return "", &Refusal{"spec.kubernetes.version", ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
+			case kube.Minor > a.Minor+1:
+				return "", &Refusal{"spec.kubernetes.version", ReasonSkippedMinor, fmt.Sprintf("the cluster runs Kubernetes %s; %s skips 1.%d, and upgrades go one minor at a time (docs/operations/upgrades.md): upgrade to 1.%d first", from, kube, a.Minor+1, a.Minor+1)}
+			}
+		}
+		what = append(what, fmt.Sprintf("Kubernetes %s → %s", from, kube))
+	}
+	if len(what) == 0 {
+		return "", nil
+	}
+	return "upgrade " + strings.Join(what, " and "), nil
+}
+
+// releaseMinorPatch reads v2.<minor>.<patch>.
+func releaseMinorPatch(v string) ([2]int, bool) {
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) != 3 || parts[0] != "2" {
+		return [2]int{}, false
+	}
+	minor, err1 := strconv.Atoi(parts[1])
+	patch, err2 := strconv.Atoi(parts[2])
+	return [2]int{minor, patch}, err1 == nil && err2 == nil
 }

@@ -65,9 +65,26 @@ func ProvisioningParameterNames() []string {
 	return append([]string(nil), provisioningParameterOrder...)
 }
 
-// Provisioning translates a Provisioning into the Workflow that builds its cluster:
-// discover-hosts → resolve-leases → render-inventory → run-kubespray → verify →
-// publish-kubeconfig, each step a templateRef into the bpa-provision WorkflowTemplate.
+// PlanAnnotation carries a run's ChangePlan (JSON) on its Workflow: the controller reads
+// from it what each task adds or removes, and what the cluster is once all succeeded.
+const PlanAnnotation = "bpa.akraino.org/plan"
+
+// StepsOf lists a run's DAG tasks in order: the three host steps, the plan's, then verify
+// and publish-kubeconfig.
+func StepsOf(c *ChangePlan) []string {
+	out := append([]string(nil), ProvisioningSteps[:3]...)
+	for _, s := range c.Steps {
+		out = append(out, s.Name)
+	}
+	return append(out, ProvisioningSteps[4:]...)
+}
+
+// Provisioning translates a Provisioning into the Workflow that carries out its plan
+// (PlanChange): discover-hosts → resolve-leases → render-inventory → one task per planned
+// step (run-kubespray for a new cluster; remove-workers, add-control-plane, scale-workers,
+// upgrade, ... on day 2) → verify → publish-kubeconfig, each a templateRef into the
+// bpa-provision WorkflowTemplate. It returns a nil Workflow when the plan is empty, and a
+// *Refusal when the change is one BPA will not make.
 //
 // KUD plugins need no task of their own: render-inventory hands them to the kubespray run
 // as the kud_plugins variable, which KUD's kubespray image acts on.
@@ -76,7 +93,16 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan, err := PlanChange(p)
+	if err != nil || len(plan.Steps) == 0 {
+		return nil, err
+	}
+	planJSON, err := json.Marshal(plan)
+	if err != nil {
+		return nil, err
+	}
 	wf := newWorkflow(p, "Provisioning", bpav1.ProvisioningNameLabel, workflowtemplates.Provision, "provision", params["cluster"], opts, provisionDeadline)
+	wf.Annotations[PlanAnnotation] = string(planJSON)
 	wf.Spec.Entrypoint = "provision"
 	wf.Spec.Arguments.Parameters = parameters(params, provisioningParameterOrder)
 
@@ -100,13 +126,26 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		resolve,
 		task("render-inventory", t, "render-inventory", "resolve-leases",
 			"provisioning", cr, "generation", gen, "hosts", "{{tasks.resolve-leases.outputs.parameters.hosts}}"),
-		task("run-kubespray", t, "run-kubespray", "render-inventory", append([]string{
+	}
+	// Each step after the last: `argo retry` resumes at the one that failed, and the ones
+	// before it, done, are not run again.
+	prev := "render-inventory"
+	for _, s := range plan.Steps {
+		ops, err := json.Marshal(s.Operations)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, task(s.Name, t, "run-kubespray", prev, append([]string{
 			"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
 			"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
-			"kubespray-image", wfParam("kubespray-image")}, ssh...)...),
-		task("verify", t, "verify", "run-kubespray", append([]string{"provisioning", cr, "hosts", hosts}, ssh...)...),
-		task("publish-kubeconfig", t, "publish-kubeconfig", "verify", "provisioning", cr, "hosts", hosts),
+			"kubespray-image", wfParam("kubespray-image"),
+			"operations", string(ops), "allow-ungraceful", strconv.FormatBool(s.AllowUngraceful)}, ssh...)...))
+		prev = s.Name
 	}
+	tasks = append(tasks,
+		task("verify", t, "verify", prev, append([]string{"provisioning", cr, "hosts", hosts}, ssh...)...),
+		task("publish-kubeconfig", t, "publish-kubeconfig", "verify", "provisioning", cr, "hosts", hosts),
+	)
 	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
 	return wf, nil
 }

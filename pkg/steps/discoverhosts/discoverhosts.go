@@ -70,7 +70,7 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 			logf("BareMetalHost %s/%s skipped: used by %s", ns, b.Name, hostmatch.Describe(ref))
 		}
 	}
-	hosts, err := hostmatch.Match(&p.Spec, me, list.Items)
+	hosts, err := hostmatch.Match(p, me, list.Items)
 	if err != nil {
 		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}

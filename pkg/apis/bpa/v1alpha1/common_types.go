@@ -15,6 +15,13 @@ const (
 	// RerunAnnotation asks for a new run of the current generation: any new value starts one.
 	RerunAnnotation = "bpa.akraino.org/rerun"
 
+	// DeleteNodesAnnotation names, comma-separated, the pool members a scale-down removes
+	// first (Cluster API's delete-machine, on the Provisioning since nodes have no object).
+	DeleteNodesAnnotation = "bpa.akraino.org/delete-nodes"
+	// SkipResetAnnotation lets a Provisioning with deletionPolicy Reset be deleted without
+	// resetting its hosts (when Argo is gone, or the reset keeps failing).
+	SkipResetAnnotation = "bpa.akraino.org/skip-reset"
+
 	// Labels BPA puts on the Workflows it creates, and that `argo submit --from` runs carry
 	// through the WorkflowTemplates' workflowMetadata, so the controller can find both.
 	ProvisioningNameLabel = "bpa.akraino.org/provisioning"
@@ -112,6 +119,10 @@ type HostStatus struct {
 	// Etcd is true for a master that runs an etcd member.
 	// +optional
 	Etcd bool `json:"etcd,omitempty"`
+	// Removing marks a node this run removes: it is in the inventory (kubespray removes
+	// nodes that are still in it) but not in the cluster the run leaves.
+	// +optional
+	Removing bool `json:"removing,omitempty"`
 }
 
 // RunStatus is the part of the status every runnable kind shares.

@@ -187,6 +187,7 @@ type ConfigMapKeyReference struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.workers.all(w, w.all(n, self.masters.all(m, !(n in m) || m[n] == null || w[n] == null || !has(m[n].mac__dash__address) || !has(w[n].mac__dash__address) || m[n].mac__dash__address.lowerAscii().replace('-', ':') == w[n].mac__dash__address.lowerAscii().replace('-', ':'))))",message="a node listed in both masters and workers is one host: its mac-address must be the same in both lists"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || self.masters.all(a, a.all(an, a[an] == null || !has(a[an].mac__dash__address) || self.workers.all(b, b.all(bn, bn == an || b[bn] == null || !has(b[bn].mac__dash__address) || b[bn].mac__dash__address.lowerAscii().replace('-', ':') != a[an].mac__dash__address.lowerAscii().replace('-', ':')))))",message="mac-address must be unique: a master and a different worker name the same MAC (compared case-insensitively)"
+// +kubebuilder:validation:XValidation:rule="!has(self.workerPools) || self.workerPools.all(p, self.masters.all(e, e.all(k, !k.startsWith(p.name + '-'))) && (!has(self.workers) || self.workers.all(e, e.all(k, !k.startsWith(p.name + '-')))))",message="a named master or worker must not start with a worker pool's name and '-': those names belong to the pool's members (<pool>-<n>)",fieldPath=".workerPools"
 // The rule below is generated from pkg/kubespray.Profiles (kubespray.CELRule).
 // +kubebuilder:validation:XValidation:rule="!has(self.kubernetes) || !has(self.kubernetes.version) || !self.kubernetes.version.matches('^v?1[.][0-9]{1,3}[.][0-9]{1,3}$') || [{'v2.27.0': [29000, 31004], 'v2.27.1': [29000, 31009], 'v2.28.0': [30000, 32005], 'v2.28.1': [30000, 32008]}].all(m, [has(self.kubespray) && has(self.kubespray.version) ? self.kubespray.version : 'v2.28.0'].all(r, !(r in m) || [self.kubernetes.version.split('.')].all(p, int(p[1]) * 1000 + int(p[2]) >= m[r][0] && int(p[1]) * 1000 + int(p[2]) <= m[r][1])))",message="Kubernetes version outside the chosen kubespray release's range (kubespray v2.27.0: Kubernetes 1.29.0 to 1.31.4; kubespray v2.27.1: Kubernetes 1.29.0 to 1.31.9; kubespray v2.28.0: Kubernetes 1.30.0 to 1.32.5; kubespray v2.28.1: Kubernetes 1.30.0 to 1.32.8)",fieldPath=".kubernetes.version"
 type ProvisioningSpec struct {
@@ -261,6 +262,105 @@ type ProvisioningSpec struct {
 	// Kubernetes chooses the Kubernetes release kubespray installs.
 	// +optional
 	Kubernetes *KubernetesConfig `json:"kubernetes,omitempty"`
+
+	// WorkerPools are groups of interchangeable workers, chosen by requirement and
+	// selector like a Cluster API MachineDeployment: scaling is editing replicas. Members
+	// are named `<pool>-<n>` and keep their names (and hosts) for life; a scale-down
+	// removes the members named in the bpa.akraino.org/delete-nodes annotation first, then
+	// the newest. Named workers keep working beside pools.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	WorkerPools []WorkerPool `json:"workerPools,omitempty"`
+
+	// NodeRemoval says how nodes leave the cluster (kubespray's remove-node.yml).
+	// +optional
+	NodeRemoval *NodeRemoval `json:"nodeRemoval,omitempty"`
+
+	// DeletionPolicy says what deleting this Provisioning does to the cluster: Retain
+	// leaves it running and only releases the hosts; Reset runs kubespray's reset.yml on
+	// every host first. If the reset cannot run, deletion waits with a condition saying why;
+	// the bpa.akraino.org/skip-reset annotation lets it go without resetting.
+	// +optional
+	// +kubebuilder:default=Retain
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// DeletionPolicy is Retain or Reset.
+// +kubebuilder:validation:Enum=Retain;Reset
+type DeletionPolicy string
+
+const (
+	DeletionRetain DeletionPolicy = "Retain"
+	DeletionReset  DeletionPolicy = "Reset"
+)
+
+// WorkerPool is a set of workers chosen by requirement, scaled by replicas.
+type WorkerPool struct {
+	// Name prefixes the members' node names (`<name>-<n>`).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Replicas is the number of members.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5000
+	Replicas int32 `json:"replicas"`
+
+	// HostSelector narrows the BareMetalHosts members may be chosen from (and replaces
+	// workerSelector for them).
+	// +optional
+	HostSelector *metav1.LabelSelector `json:"hostSelector,omitempty"`
+
+	// CPU is the minimum number of CPUs of a member's host.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	CPU *int32 `json:"cpu,omitempty"`
+
+	// Memory is the minimum RAM of a member's host.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// SRIOV requires hosts labelled feature.bpa.akraino.org/sriov=true.
+	// +optional
+	SRIOV bool `json:"sriov,omitempty"`
+
+	// QAT requires hosts labelled feature.bpa.akraino.org/qat=true.
+	// +optional
+	QAT bool `json:"qat,omitempty"`
+}
+
+// NodeRemoval carries kubespray's drain settings (roles/remove-node/pre-remove, with its
+// defaults) and whether a dead host may be removed without draining it.
+type NodeRemoval struct {
+	// DrainGracePeriodSeconds is drain_grace_period: how long each pod gets to stop.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	DrainGracePeriodSeconds *int32 `json:"drainGracePeriodSeconds,omitempty"`
+
+	// DrainTimeoutSeconds is drain_timeout: how long one drain may take.
+	// +optional
+	// +kubebuilder:default=360
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	DrainTimeoutSeconds *int32 `json:"drainTimeoutSeconds,omitempty"`
+
+	// DrainRetries is drain_retries.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	DrainRetries *int32 `json:"drainRetries,omitempty"`
+
+	// AllowUngraceful lets a host that cannot be reached be removed without draining or
+	// resetting it (kubespray's allow_ungraceful_removal=true, reset_nodes=false). Without
+	// it, removing such a host stalls with reason NodeUnreachable.
+	// +optional
+	AllowUngraceful bool `json:"allowUngraceful,omitempty"`
 }
 
 // KubernetesConfig chooses the Kubernetes release.
@@ -290,6 +390,79 @@ type ProvisioningStatus struct {
 	// admin kubeconfig, once published.
 	// +optional
 	KubeconfigSecretName string `json:"kubeconfigSecretName,omitempty"`
+
+	// Applied is what the cluster is known to be: what the operations that succeeded
+	// applied. The next change is planned against it. A node is in it only once the
+	// operation that added it succeeded, and leaves it once the one that removed it did.
+	// +optional
+	Applied *AppliedState `json:"applied,omitempty"`
+
+	// Plan is the current run's operations, in order, with their phases.
+	// +optional
+	// +listType=atomic
+	Plan []OperationStatus `json:"plan,omitempty"`
+
+	// Operations are the last ten operations that ran, newest last.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Operations []OperationRecord `json:"operations,omitempty"`
+}
+
+// AppliedState is the cluster as the operations that succeeded left it.
+type AppliedState struct {
+	// Hosts are the cluster's nodes.
+	// +optional
+	// +listType=atomic
+	Hosts []HostStatus `json:"hosts,omitempty"`
+	// KubesprayVersion is the kubespray release that last ran.
+	// +optional
+	KubesprayVersion string `json:"kubesprayVersion,omitempty"`
+	// KubernetesVersion is the Kubernetes release the nodes run (1.32.5, no v).
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Settings is a digest of the settings applied to every node (kubespray variables,
+	// inventory, subnets, plugins); a change runs cluster.yml on all of them.
+	// +optional
+	Settings string `json:"settings,omitempty"`
+	// Generation is the generation whose run last changed it.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// OperationStatus is one planned operation of the current run: one DAG task.
+type OperationStatus struct {
+	// Name is the DAG task's name (create-cluster, scale-workers, remove-nodes, ...).
+	Name string `json:"name"`
+	// Playbooks are the kubespray playbooks it runs, in order.
+	// +optional
+	Playbooks []string `json:"playbooks,omitempty"`
+	// Nodes are the nodes it adds, removes or changes; empty for all.
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// Reason says why it runs.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Phase mirrors the DAG task's phase.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+}
+
+// OperationRecord is one operation that ran.
+type OperationRecord struct {
+	Generation int64  `json:"generation"`
+	Name       string `json:"name"`
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
+	// Result is the task's final phase: Succeeded, Failed or Error.
+	// +optional
+	Result string `json:"result,omitempty"`
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
 // Provisioning turns a set of bare-metal hosts into a Kubernetes cluster.
