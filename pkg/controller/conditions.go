@@ -19,6 +19,10 @@ const (
 	ReasonWorkflowDeleted        = "WorkflowDeleted"
 	ReasonEvenEtcdCount          = "EvenEtcdCount"
 	ReasonOddEtcdCount           = "OddEtcdCount"
+	ReasonUpToDate               = "UpToDate"
+	// ReasonNodeUnreachable: a node to remove cannot be reached and
+	// spec.nodeRemoval.allowUngraceful is not set.
+	ReasonNodeUnreachable = "NodeUnreachable"
 
 	// ConditionEtcdQuorum says which masters run etcd and how many failures they tolerate
 	// (kubespray.EtcdMembers: always an odd number, as kubespray requires); False with the

@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -174,7 +175,7 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 // observedSteps are the step names of every kind the controller mirrors.
 var observedSteps = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range append(append([]string{}, translator.ProvisioningSteps...), translator.SoftwareSteps...) {
+	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps) {
 		m[s] = true
 	}
 	return m

@@ -213,7 +213,7 @@ func TestEtcdQuorumNamesTheMembers(t *testing.T) {
 		{[]bpav1.NodeEntry{{"a": nil}, {"b": {Etcd: new(bool)}}, {"c": nil}}, "2 masters run etcd"},
 	} {
 		p := &bpav1.Provisioning{Spec: bpav1.ProvisioningSpec{Masters: tc.masters}}
-		observeProvisioning(p, "c1", Observation{})
+		observeProvisioning(p, "c1", &wfv1.Workflow{}, Observation{})
 		c := meta.FindStatusCondition(p.Status.Conditions, ConditionEtcdQuorum)
 		require.NotNil(t, c)
 		assert.Contains(t, c.Message, tc.want)

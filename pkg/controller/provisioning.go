@@ -55,7 +55,14 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 				return translator.Provisioning(obj.(*bpav1.Provisioning), o)
 			},
 			observe: observeProvisioning,
+			stepsOf: provisioningSteps,
+			report: func(obj, before runObject) {
+				reportOperations(mgr.GetEventRecorderFor("bpa-controller"), obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
+			},
 		},
+	}
+	r.kind.settle = func(ctx context.Context, obj runObject, cluster string) error {
+		return releaseRemoved(ctx, r.Client, obj.(*bpav1.Provisioning), cluster, obj.GetRunStatus().Hosts)
 	}
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning))
@@ -102,8 +109,9 @@ func byLabel(label string) handler.MapFunc {
 	}
 }
 
-func observeProvisioning(obj runObject, cluster string, o Observation) {
+func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o Observation) {
 	p := obj.(*bpav1.Provisioning)
+	observePlan(p, wf, o)
 	for _, s := range o.Steps {
 		if s.Name == "publish-kubeconfig" && s.Phase == string(wfv1.NodeSucceeded) {
 			p.Status.KubeconfigSecretName = cluster + "-kubeconfig"

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -52,8 +54,16 @@ type runKind struct {
 	// on the cluster forbids. It is asked right before every run starts, because the policy
 	// may have been tightened after the CR was admitted.
 	admit func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error)
+	// stepsOf lists the steps of one of the kind's Workflows, when they vary by run (a
+	// Provisioning's plan); nil means steps.
+	stepsOf func(wf *wfv1.Workflow) []string
 	// observe copies kind-specific parts of an observation into the status.
-	observe func(obj runObject, cluster string, o Observation)
+	observe func(obj runObject, cluster string, wf *wfv1.Workflow, o Observation)
+	// settle acts on what a mirrored run achieved (a Provisioning releases the hosts its
+	// removals freed).
+	settle func(ctx context.Context, obj runObject, cluster string) error
+	// report emits the kind's own events for what changed since before.
+	report func(obj, before runObject)
 	// finalize removes what the CR's runs created, before the finalizer goes.
 	finalize func(ctx context.Context, obj runObject) error
 }
@@ -93,6 +103,9 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, perr
 	}
 	r.reportTransition(obj, before.GetRunStatus(), obj.GetRunStatus())
+	if r.kind.report != nil {
+		r.kind.report(obj, before)
+	}
 	// Errors requeue with controller-runtime's exponential backoff; success waits for the
 	// next Workflow or CR event. The one timer: a refusal that lifts without any object BPA
 	// watches changing (a Secret created or labelled later), looked at again now and then.
@@ -178,6 +191,9 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 		return nil
 	}
 	r.mirror(obj, cluster, current)
+	if r.kind.settle != nil {
+		return r.kind.settle(ctx, obj, cluster)
+	}
 	return nil
 }
 
@@ -217,7 +233,23 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	opts.Revision = revision
 	wf, err := r.kind.translate(obj, opts)
 	if err != nil {
-		setStalled(st, gen, ReasonInvalidSpec, err.Error())
+		reason := ReasonInvalidSpec
+		var refused *translator.Refusal
+		if errors.As(err, &refused) {
+			// The plan refuses the change: nothing runs, the cluster stays as it is.
+			reason = refused.Reason
+		}
+		setStalled(st, gen, reason, err.Error())
+		return nil, nil
+	}
+	if wf == nil {
+		// Nothing to do for this generation (a Provisioning whose cluster already is what
+		// the spec asks): record it as handled, and say so.
+		st.ObservedGeneration, st.LastHandledRerun = gen, rerun
+		msg := fmt.Sprintf("generation %d needs no operation: the cluster already is what the spec asks", gen)
+		setCondition(&st.Conditions, gen, bpav1.ConditionReady, metav1.ConditionTrue, ReasonUpToDate, msg)
+		meta.RemoveStatusCondition(&st.Conditions, bpav1.ConditionReconciling)
+		meta.RemoveStatusCondition(&st.Conditions, bpav1.ConditionStalled)
 		return nil, nil
 	}
 
@@ -312,7 +344,11 @@ func (r *runReconciler) createOrAdopt(ctx context.Context, obj runObject, wf *wf
 // mirror copies the Workflow's state into the status, and reports phase changes.
 func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow) {
 	st := obj.GetRunStatus()
-	o := Observe(wf, r.kind.steps)
+	steps := r.kind.steps
+	if r.kind.stepsOf != nil {
+		steps = r.kind.stepsOf(wf)
+	}
+	o := Observe(wf, steps)
 
 	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
 	st.Phase, st.Progress, st.Message = o.Phase, o.Progress, o.Message
@@ -321,7 +357,7 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 		st.Hosts = o.Hosts
 	}
 	if r.kind.observe != nil {
-		r.kind.observe(obj, cluster, o)
+		r.kind.observe(obj, cluster, wf, o)
 	}
 
 	reason, msg := "", st.Message
@@ -330,6 +366,9 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("Workflow %s is %s", wf.Name, st.Phase)
+	}
+	if strings.Contains(msg, ReasonNodeUnreachable+":") {
+		reason = ReasonNodeUnreachable // run-kubespray's refusal to remove a dead host gracefully
 	}
 	setRunConditions(st, obj.GetGeneration(), reason, msg)
 

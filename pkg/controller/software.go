@@ -57,7 +57,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 				}
 				return policy.AdmitSoftware(ctx, pol, mgr.GetAPIReader(), sw, cluster, params["ssh-secret"])
 			},
-			observe: func(obj runObject, _ string, o Observation) {
+			observe: func(obj runObject, _ string, _ *wfv1.Workflow, o Observation) {
 				s := obj.(*bpav1.Software)
 				if o.HostSoftware != nil {
 					s.Status.HostSoftware = o.HostSoftware

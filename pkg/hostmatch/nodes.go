@@ -135,7 +135,7 @@ func Nodes(spec *bpav1.ProvisioningSpec) ([]Node, error) {
 	if err := add("workers", spec.Workers, false); err != nil {
 		return nil, err
 	}
-	if len(spec.Workers) == 0 {
+	if len(spec.Workers) == 0 && len(spec.WorkerPools) == 0 {
 		for i := range nodes {
 			nodes[i].Worker = true
 		}

@@ -59,6 +59,9 @@ const (
 	StepReset              = "reset"
 )
 
+// PlanSteps are the names every planned step may have, in plan order.
+var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepAddControlPlane, StepScaleWorkers, StepUpgrade, StepReconfigure}
+
 // Step is one DAG task: kubespray operations run in order in one container.
 type Step struct {
 	Name string `json:"name"`

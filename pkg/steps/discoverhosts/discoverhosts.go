@@ -78,6 +78,12 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 	logNotChosen(logf, me, hosts, list.Items)
 	for _, h := range hosts {
 		b := byName[h.BareMetalHost]
+		if h.Removing {
+			// Leaving the cluster: listed as applied (its host may be dead, or gone), kept
+			// claimed until the removal succeeds; the controller then releases it.
+			logf("node %s: leaves the cluster this run (BareMetalHost %s, IP %s)", h.Name, h.BareMetalHost, h.IP)
+			continue
+		}
 		if me.Owns(b.Spec.ConsumerRef) && b.Labels[bpav1.HostClaimLabel] == cluster {
 			logf("node %s: BareMetalHost %s/%s, already claimed by Provisioning %s", h.Name, ns, b.Name, p.Name)
 			continue

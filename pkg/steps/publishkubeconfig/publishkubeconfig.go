@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +82,8 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
+	// Nodes this run removed leave the address ConfigMap, so Software stops targeting them.
+	hosts = slices.DeleteFunc(hosts, func(h bpav1.HostStatus) bool { return h.Removing })
 	addresses, err := software.AddressData(hosts)
 	if err != nil {
 		return fmt.Errorf("node addresses: %w", err)

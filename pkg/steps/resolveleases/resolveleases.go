@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -99,10 +100,22 @@ func Run(ctx context.Context, c client.Reader, o Options) ([]bpav1.HostStatus, e
 		}
 		lookup, source = leases.OnBareMetalHosts(list.Items), "on the BareMetalHosts' NICs (status.hardware.nics[].ip)"
 	}
-	resolved, err := leases.Resolve(hosts, lookup)
+	// A node leaving the cluster keeps the address it was applied with: its host may be
+	// dead, and removing it needs no lease.
+	var staying, leaving []bpav1.HostStatus
+	for _, h := range hosts {
+		if h.Removing && h.IP != "" {
+			leaving = append(leaving, h)
+		} else {
+			staying = append(staying, h)
+		}
+	}
+	resolved, err := leases.Resolve(staying, lookup)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s; retrying, DHCP may not have answered yet", err, source)
 	}
+	resolved = append(resolved, leaving...)
+	sort.Slice(resolved, func(i, j int) bool { return resolved[i].Name < resolved[j].Name })
 	if o.Logf != nil {
 		o.Logf("%d hosts resolved from leases found %s", len(resolved), source)
 	}

@@ -1,0 +1,220 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// maxOperations is how many operations status.operations keeps.
+const maxOperations = 10
+
+// planOf reads the plan a Workflow carries, or nil (a run started with `argo submit --from`).
+func planOf(wf *wfv1.Workflow) *translator.ChangePlan {
+	raw := wf.Annotations[translator.PlanAnnotation]
+	if raw == "" {
+		return nil
+	}
+	c := &translator.ChangePlan{}
+	if json.Unmarshal([]byte(raw), c) != nil {
+		return nil
+	}
+	return c
+}
+
+// provisioningSteps are the steps a Provisioning's Workflow runs: its plan's, or the
+// create shape for a run without one.
+func provisioningSteps(wf *wfv1.Workflow) []string {
+	if c := planOf(wf); c != nil {
+		return translator.StepsOf(c)
+	}
+	return translator.ProvisioningSteps
+}
+
+// observePlan mirrors the plan's steps into status.plan and status.operations, and folds
+// every step that succeeded into status.applied. Folding is idempotent (a node added is in
+// the set, a node removed is not), so a reconcile that sees the same Workflow again, or
+// one resumed by `argo retry`, changes nothing twice.
+func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
+	c := planOf(wf)
+	if c == nil {
+		return
+	}
+	phase := map[string]bpav1.StepStatus{}
+	for _, s := range o.Steps {
+		phase[s.Name] = s
+	}
+	p.Status.Plan = p.Status.Plan[:0]
+	gen, _ := strconv.ParseInt(wf.Labels[translator.GenerationLabel], 10, 64)
+	for _, s := range c.Steps {
+		st := phase[s.Name]
+		p.Status.Plan = append(p.Status.Plan, bpav1.OperationStatus{Name: s.Name, Playbooks: s.Playbooks(), Nodes: s.Nodes, Reason: s.Reason, Phase: st.Phase})
+		if st.Phase == string(wfv1.NodeSucceeded) {
+			apply(p, c, s, o.Hosts, gen)
+		}
+		if st.StartedAt != nil {
+			recordOperation(p, bpav1.OperationRecord{Generation: gen, Name: s.Name, Nodes: s.Nodes, Workflow: wf.Name,
+				Result: st.Phase, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt})
+		}
+	}
+	if o.Phase == bpav1.PhaseSucceeded && p.Status.Applied != nil {
+		// Every step succeeded: the cluster is what the plan aimed at.
+		a := p.Status.Applied
+		a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Generation = c.KubesprayVersion, c.KubernetesVersion, c.Settings, gen
+	}
+}
+
+// apply folds one succeeded step into status.applied. hosts are the run's hosts (with the
+// addresses resolve-leases found); without them nodes cannot be recorded, and the step is
+// folded in once they are known.
+func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, hosts []bpav1.HostStatus, gen int64) {
+	if hosts == nil {
+		return
+	}
+	a := p.Status.Applied
+	if a == nil {
+		a = &bpav1.AppliedState{}
+		p.Status.Applied = a
+	}
+	byName := map[string]bpav1.HostStatus{}
+	for _, h := range hosts {
+		byName[h.Name] = h
+	}
+	switch {
+	case s.Name == translator.StepCreate:
+		a.Hosts = slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return h.Removing })
+		a.KubesprayVersion, a.KubernetesVersion, a.Settings = c.KubesprayVersion, c.KubernetesVersion, c.Settings
+	case s.Adds():
+		for _, n := range s.Nodes {
+			h, ok := byName[n]
+			if !ok {
+				continue
+			}
+			i := slices.IndexFunc(a.Hosts, func(x bpav1.HostStatus) bool { return x.Name == n })
+			if i < 0 {
+				a.Hosts = append(a.Hosts, h)
+			} else {
+				a.Hosts[i] = h
+			}
+		}
+		sort.Slice(a.Hosts, func(i, j int) bool { return a.Hosts[i].Name < a.Hosts[j].Name })
+	case s.Removes():
+		a.Hosts = slices.DeleteFunc(a.Hosts, func(h bpav1.HostStatus) bool { return slices.Contains(s.Nodes, h.Name) })
+	case s.Name == translator.StepUpgrade:
+		a.KubesprayVersion, a.KubernetesVersion, a.Settings = c.KubesprayVersion, c.KubernetesVersion, c.Settings
+	case s.Name == translator.StepReconfigure:
+		a.Settings = c.Settings
+	}
+	a.Generation = gen
+}
+
+// recordOperation adds or updates (same Workflow and step: a retry) an entry of
+// status.operations, keeping the newest maxOperations.
+func recordOperation(p *bpav1.Provisioning, r bpav1.OperationRecord) {
+	ops := p.Status.Operations
+	if i := slices.IndexFunc(ops, func(x bpav1.OperationRecord) bool { return x.Workflow == r.Workflow && x.Name == r.Name }); i >= 0 {
+		ops[i] = r
+		return
+	}
+	ops = append(ops, r)
+	if len(ops) > maxOperations {
+		ops = ops[len(ops)-maxOperations:]
+	}
+	p.Status.Operations = ops
+}
+
+// reportOperations emits an event for each operation that finished since before.
+func reportOperations(rec record.EventRecorder, p *bpav1.Provisioning, before []bpav1.OperationRecord) {
+	for _, r := range p.Status.Operations {
+		if !isTerminalStep(r.Result) {
+			continue
+		}
+		if i := slices.IndexFunc(before, func(x bpav1.OperationRecord) bool { return x.Workflow == r.Workflow && x.Name == r.Name }); i >= 0 && before[i].Result == r.Result {
+			continue
+		}
+		eventType, reason := corev1.EventTypeNormal, "Operation"+r.Result
+		if r.Result != string(wfv1.NodeSucceeded) {
+			eventType = corev1.EventTypeWarning
+		}
+		msg := fmt.Sprintf("%s %s", r.Name, strings.ToLower(r.Result))
+		if len(r.Nodes) > 0 {
+			msg += " (" + strings.Join(abbreviate(r.Nodes, 10), ", ") + ")"
+		}
+		if r.StartedAt != nil && r.FinishedAt != nil {
+			msg += " in " + r.FinishedAt.Sub(r.StartedAt.Time).Round(time.Second).String()
+		}
+		rec.Eventf(p, eventType, reason, "%s, Workflow %s, generation %d", msg, r.Workflow, r.Generation)
+	}
+}
+
+func isTerminalStep(phase string) bool {
+	return phase == string(wfv1.NodeSucceeded) || phase == string(wfv1.NodeFailed) || phase == string(wfv1.NodeError)
+}
+
+// abbreviate keeps the first n names and counts the rest.
+func abbreviate(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(slices.Clone(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
+}
+
+// releaseRemoved clears the claims of hosts that left the cluster: claimed by this
+// Provisioning (its UID in spec.consumerRef) but neither applied nor chosen by the last run.
+// It acts only after a run succeeded, so a host whose removal failed stays claimed.
+func releaseRemoved(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, hosts []bpav1.HostStatus) error {
+	if p.Status.Phase != bpav1.PhaseSucceeded || p.Status.Applied == nil || !slices.ContainsFunc(p.Status.Plan, func(s bpav1.OperationStatus) bool {
+		return s.Name == translator.StepRemoveWorkers || s.Name == translator.StepRemoveControlPlane
+	}) {
+		return nil
+	}
+	keep := map[string]bool{}
+	for _, h := range p.Status.Applied.Hosts {
+		keep[h.BareMetalHost] = true
+	}
+	for _, h := range hosts {
+		if !h.Removing {
+			keep[h.BareMetalHost] = true
+		}
+	}
+	ns := p.Spec.BareMetalHostNamespace
+	if ns == "" {
+		ns = p.Namespace
+	}
+	list := &metal3v1.BareMetalHostList{}
+	err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
+	if meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		h := &list.Items[i]
+		if keep[h.Name] || h.Spec.ConsumerRef == nil || h.Spec.ConsumerRef.UID != p.UID {
+			continue
+		}
+		patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		delete(h.Labels, bpav1.HostClaimLabel)
+		h.Spec.ConsumerRef = nil
+		if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
+		}
+	}
+	return nil
+}

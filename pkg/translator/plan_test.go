@@ -1,0 +1,262 @@
+package translator_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// day2 builds a Provisioning from a spec and an applied host list ("name:roles[:etcd]").
+func day2(t *testing.T, spec string, applied *bpav1.AppliedState) *bpav1.Provisioning {
+	t.Helper()
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"cluster": "c"}, Generation: 2}}
+	require.NoError(t, yaml.UnmarshalStrict([]byte(spec), &p.Spec))
+	p.Status.Applied = applied
+	return p
+}
+
+func host(name string, master, etcd bool) bpav1.HostStatus {
+	h := bpav1.HostStatus{Name: name, Roles: []string{"worker"}, MAC: "00:00:00:00:00:" + name[len(name)-1:] + "0", BareMetalHost: "bmh-" + name, IP: "10.0.0.1"}
+	if master {
+		h.Roles = []string{"master"}
+		h.Etcd = etcd
+	}
+	return h
+}
+
+// appliedAs is the applied state of a cluster built from spec by this release.
+func appliedAs(t *testing.T, spec string, hosts ...bpav1.HostStatus) *bpav1.AppliedState {
+	t.Helper()
+	c, err := translator.PlanChange(day2(t, spec, nil))
+	require.NoError(t, err)
+	return &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings}
+}
+
+type wantStep struct {
+	name      string
+	nodes     []string
+	playbooks []kubespray.Playbook
+}
+
+func steps(c *translator.ChangePlan) []wantStep {
+	var out []wantStep
+	for _, s := range c.Steps {
+		w := wantStep{name: s.Name, nodes: s.Nodes}
+		for _, op := range s.Operations {
+			w.playbooks = append(w.playbooks, op.Playbook)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+const base = `
+masters: [{m1: null}]
+workers: [{w1: null}]
+kubernetes: {version: 1.31.4}
+`
+
+func TestPlanChange(t *testing.T) {
+	m1, w1 := host("m1", true, true), host("w1", false, false)
+	applied := func(t *testing.T, hosts ...bpav1.HostStatus) *bpav1.AppliedState { return appliedAs(t, base, hosts...) }
+	for name, tc := range map[string]struct {
+		spec    string
+		applied func(t *testing.T) *bpav1.AppliedState
+		want    []wantStep
+	}{
+		"first creation": {base, func(*testing.T) *bpav1.AppliedState { return nil },
+			[]wantStep{{"run-kubespray", nil, []kubespray.Playbook{kubespray.Cluster}}}},
+		"nothing changed": {base, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) }, nil},
+		"a worker added": {`
+masters: [{m1: null}]
+workers: [{w1: null}, {w2: null}]
+kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
+			[]wantStep{{"scale-workers", []string{"w2"}, []kubespray.Playbook{kubespray.Facts, kubespray.Scale}}}},
+		"a worker removed": {`
+masters: [{m1: null}]
+workers: [{w1: null}]
+kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1, host("w2", false, false)) },
+			[]wantStep{{"remove-workers", []string{"w2"}, []kubespray.Playbook{kubespray.Remove}}}},
+		"two masters added, then workers in the same edit": {`
+masters: [{m1: null}, {m2: null}, {m3: null}]
+workers: [{w1: null}, {w2: null}]
+kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
+			[]wantStep{
+				{"add-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Cluster, kubespray.Upgrade}},
+				{"scale-workers", []string{"w2"}, []kubespray.Playbook{kubespray.Facts, kubespray.Scale}},
+			}},
+		"two etcd masters removed: remove-node.yml, then cluster.yml": {base, func(t *testing.T) *bpav1.AppliedState {
+			return applied(t, m1, host("m2", true, true), host("m3", true, true), w1)
+		}, []wantStep{{"remove-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Remove, kubespray.Cluster}}}},
+		"upgrade one minor": {`
+masters: [{m1: null}]
+workers: [{w1: null}]
+kubernetes: {version: 1.32.5}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
+			[]wantStep{{"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}},
+		"settings changed": {`
+masters: [{m1: null}]
+workers: [{w1: null}]
+kubernetes: {version: 1.31.4}
+kubespray: {extraVars: {helm_enabled: true}}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
+			[]wantStep{{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}}}},
+		"removal and addition with new settings": {`
+masters: [{m1: null}]
+workers: [{w2: null}]
+kubernetes: {version: 1.31.4}
+kubespray: {extraVars: {helm_enabled: true}}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
+			[]wantStep{
+				{"remove-workers", []string{"w1"}, []kubespray.Playbook{kubespray.Remove}},
+				{"scale-workers", []string{"w2"}, []kubespray.Playbook{kubespray.Facts, kubespray.Scale}},
+				{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}},
+			}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := translator.PlanChange(day2(t, tc.spec, tc.applied(t)))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, steps(c))
+			p, _, err := kubespray.ProfileFor(c.KubesprayVersion)
+			require.NoError(t, err)
+			for _, op := range c.Operations() {
+				require.NoError(t, p.Validate(op), "every planned operation passes the kubespray contract")
+			}
+		})
+	}
+}
+
+func TestPlanDetails(t *testing.T) {
+	m1, w1 := host("m1", true, true), host("w1", false, false)
+	t.Run("removed nodes leave the inventory of later operations; drain settings are passed", func(t *testing.T) {
+		spec := base + "\nnodeRemoval: {drainTimeoutSeconds: 60, allowUngraceful: true}\n"
+		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1, host("w2", false, false), host("m2", true, false))))
+		require.NoError(t, err)
+		require.Len(t, c.Steps, 2)
+		rm := c.Steps[0].Operations[0]
+		assert.Equal(t, map[string]any{"node": "w2", "skip_confirmation": true, "drain_grace_period": 300, "drain_timeout": "60s", "drain_retries": 3}, rm.Vars)
+		assert.Empty(t, rm.Without, "a node is removed while it is still in the inventory")
+		assert.True(t, c.Steps[0].AllowUngraceful)
+		assert.Equal(t, []string{"w2"}, c.Steps[1].Operations[0].Without, "the second removal runs without the first's node")
+		assert.Equal(t, []kubespray.Playbook{kubespray.Remove}, steps(c)[1].playbooks, "m2 runs no etcd: no cluster.yml after it")
+	})
+	t.Run("scale.yml is limited to the new workers, after facts.yml on all", func(t *testing.T) {
+		spec := "masters: [{m1: null}]\nworkers: [{w1: null}, {w2: null}, {w3: null}]\nkubernetes: {version: 1.31.4}"
+		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
+		require.NoError(t, err)
+		ops := c.Steps[0].Operations
+		assert.Empty(t, ops[0].Limit)
+		assert.Equal(t, []string{"w2", "w3"}, ops[1].Limit)
+	})
+	t.Run("a control-plane node joins with kubespray's documented limit and ignore_assert_errors", func(t *testing.T) {
+		spec := "masters: [{m1: null}, {m2: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
+		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
+		require.NoError(t, err)
+		for _, op := range c.Steps[0].Operations {
+			assert.Equal(t, []string{"etcd", "kube_control_plane"}, op.Limit)
+			assert.Equal(t, map[string]any{"ignore_assert_errors": "yes"}, op.Vars)
+		}
+	})
+	t.Run("a rerun request with nothing changed reconfigures every host", func(t *testing.T) {
+		p := day2(t, base, appliedAs(t, base, m1, w1))
+		p.Annotations = map[string]string{bpav1.RerunAnnotation: "1"}
+		c, err := translator.PlanChange(p)
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
+	})
+	t.Run("an empty plan makes no Workflow", func(t *testing.T) {
+		wf, err := translator.Provisioning(day2(t, base, appliedAs(t, base, m1, w1)), translator.Options{})
+		require.NoError(t, err)
+		assert.Nil(t, wf)
+	})
+}
+
+func TestPlanRefusals(t *testing.T) {
+	m1, w1 := host("m1", true, true), host("w1", false, false)
+	for name, tc := range map[string]struct {
+		spec          string
+		applied       []bpav1.HostStatus
+		field, reason string
+	}{
+		"Kubernetes downgrade": {"masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.30.4}",
+			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", translator.ReasonDowngrade},
+		"Kubernetes minor skipped": {"masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.32.5}\nkubespray: {version: v2.28.0}\n# applied: 1.30.4",
+			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", translator.ReasonSkippedMinor},
+		"upgrade with node changes": {"masters: [{m1: null}]\nworkers: [{w1: null}, {w2: null}]\nkubernetes: {version: 1.32.5}",
+			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", translator.ReasonUpgradeWithChanges},
+		"first control-plane node removed": {"masters: [{m2: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
+			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonFirstControlPlane},
+		"a new master sorting first": {"masters: [{m1: null}, {a0: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
+			[]bpav1.HostStatus{m1, w1}, "spec.masters", translator.ReasonFirstControlPlane},
+		"etcd members replaced in one edit": {"masters: [{m1: null}, {m4: null}, {m5: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
+			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonEtcdReplacement},
+		"a worker becomes a master": {"masters: [{m1: null}, {w1: {etcd: false}}]\nworkers: [{w2: null}]\nkubernetes: {version: 1.31.4}",
+			[]bpav1.HostStatus{m1, w1, host("w2", false, false)}, "spec.masters", translator.ReasonRoleChange},
+	} {
+		t.Run(name, func(t *testing.T) {
+			applied := appliedAs(t, base, tc.applied...)
+			applied.KubernetesVersion = "1.31.4"
+			if strings.Contains(tc.spec, "# applied: 1.30.4") {
+				applied.KubernetesVersion = "1.30.4"
+			}
+			_, err := translator.PlanChange(day2(t, tc.spec, applied))
+			var r *translator.Refusal
+			require.True(t, errors.As(err, &r), "want a refusal, got %v", err)
+			assert.Equal(t, tc.field, r.Field)
+			assert.Equal(t, tc.reason, r.Reason)
+			assert.Contains(t, err.Error(), tc.field+": ")
+		})
+	}
+	t.Run("kubespray minor skipped or downgraded", func(t *testing.T) {
+		applied := appliedAs(t, base, m1, w1)
+		for from, reason := range map[string]string{"v2.26.0": translator.ReasonSkippedMinor, "v2.29.0": translator.ReasonDowngrade} {
+			applied.KubesprayVersion = from
+			_, err := translator.PlanChange(day2(t, "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubespray: {version: v2.28.0}\nkubernetes: {version: 1.31.4}", applied))
+			var r *translator.Refusal
+			require.True(t, errors.As(err, &r), "from %s: %v", from, err)
+			assert.Equal(t, "spec.kubespray.version", r.Field)
+			assert.Equal(t, reason, r.Reason, from)
+		}
+	})
+}
+
+func TestPoolScaling(t *testing.T) {
+	m1 := host("m1", true, true)
+	pool := func(n int) string {
+		return "masters: [{m1: null}]\nworkerPools: [{name: edge, replicas: " + string(rune('0'+n)) + ", cpu: 4}]\nkubernetes: {version: 1.31.4}"
+	}
+	members := func(names ...string) []bpav1.HostStatus {
+		out := []bpav1.HostStatus{m1}
+		for _, n := range names {
+			out = append(out, host(n, false, false))
+		}
+		return out
+	}
+	t.Run("2 to 4 adds the next two names", func(t *testing.T) {
+		c, err := translator.PlanChange(day2(t, pool(4), appliedAs(t, pool(2), members("edge-1", "edge-2")...)))
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"scale-workers", []string{"edge-3", "edge-4"}, []kubespray.Playbook{kubespray.Facts, kubespray.Scale}}}, steps(c))
+	})
+	t.Run("4 to 3 removes the newest, or the annotated member", func(t *testing.T) {
+		applied := appliedAs(t, pool(4), members("edge-1", "edge-2", "edge-3", "edge-4")...)
+		c, err := translator.PlanChange(day2(t, pool(3), applied))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"edge-4"}, c.Steps[0].Nodes)
+		p := day2(t, pool(3), applied)
+		p.Annotations = map[string]string{bpav1.DeleteNodesAnnotation: "edge-2"}
+		c, err = translator.PlanChange(p)
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"remove-workers", []string{"edge-2"}, []kubespray.Playbook{kubespray.Remove}}}, steps(c))
+	})
+	t.Run("names are stable: after edge-2 left, a scale-up reuses its index", func(t *testing.T) {
+		c, err := translator.PlanChange(day2(t, pool(4), appliedAs(t, pool(3), members("edge-1", "edge-3", "edge-4")...)))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"edge-2"}, c.Steps[0].Nodes)
+	})
+}
