@@ -68,6 +68,7 @@ func TestE2E(t *testing.T) {
 	t.Run("g/one-provisioning-per-cluster", e.scenarioClusterMutex)
 	t.Run("h/software-updates-and-new-nodes", e.scenarioSoftware)
 	t.Run("i/claims-are-consumerRefs", e.scenarioConsumerRef)
+	t.Run("j/day-2", e.scenarioDay2)
 }
 
 // ---- scenario a: every provisioning example reaches Succeeded ----

@@ -106,6 +106,34 @@ func TestWorkerLimitIsTrue(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.workers: Too many: 301: must have at most 300 items")
 
+	// A 1,000-node cluster: the 315 named nodes and twenty worker pools of the longest names,
+	// each with a selector and every requirement, within the apiserver's CEL cost budget.
+	thousand := provisioning(15, 300, nil)
+	var pools []any
+	for i := range 20 {
+		name := fmt.Sprintf("pool-%02d-", i)
+		pools = append(pools, map[string]any{
+			"name": name + strings.Repeat("p", 40-len(name)), "replicas": int64(35), "cpu": int64(64), "memory": "512Gi", "sriov": true, "qat": true,
+			"hostSelector": map[string]any{"matchLabels": map[string]any{"rack": fmt.Sprintf("r%d", i)},
+				"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a", "b"}}}},
+		})
+	}
+	thousand.Object["spec"].(map[string]any)["workerPools"] = pools
+	_, errs = validation.ValidateUnstructured(ctx, thousand)
+	assert.Empty(t, errs, "lint")
+	start = time.Now()
+	require.NoError(t, create(thousand), "the apiserver refuses 15 masters, 300 named workers and 700 pool members")
+	t.Logf("1,015 nodes (315 named, 20 pools of 35): admitted in %v", time.Since(start).Round(time.Millisecond))
+	// A named node in a pool's namespace of names is refused, at full size, naming the field.
+	clash := thousand.DeepCopy()
+	clash.Object["spec"].(map[string]any)["workerPools"].([]any)[19].(map[string]any)["name"] = "worker-299"
+	_, errs = validation.ValidateUnstructured(ctx, clash)
+	require.NotEmpty(t, errs, "lint")
+	assert.Contains(t, errs.ToAggregate().Error(), "spec.workerPools: Invalid value")
+	err = create(clash)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "must not start with a worker pool's name")
+
 	// The uniqueness rules still bite at full size.
 	dup := provisioning(15, 300, nil)
 	workers := dup.Object["spec"].(map[string]any)["workers"].([]any)

@@ -1,0 +1,382 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// ---- scenario j: day 2 on one cluster, one change after another ----
+//
+// The cluster "d2" starts with one master, a named worker and a pool of two. Its node names
+// carry the prefix d2 because every scenario's nodes register in the one application
+// apiserver of the site.
+
+const d2Base = 230
+
+type day2 struct {
+	*env
+	p     *bpav1.Provisioning
+	hosts map[string]metal3v1.BareMetalHost // by node-ish name: d2m1.., d2w1.., edge-a..
+	app   kubernetes.Interface
+}
+
+func (e *env) scenarioDay2(t *testing.T) {
+	d := &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}}
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.App.Kubeconfig)
+	require.NoError(t, err)
+	d.app = kubernetes.NewForConfigOrDie(cfg)
+
+	var bmhs []metal3v1.BareMetalHost
+	for i, name := range []string{"d2m1", "d2m2", "d2m3", "d2w1", "d2w2", "pool-a", "pool-b", "pool-c", "pool-d", "pool-e", "pool-f"} {
+		n := d2Base + i
+		mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
+		h := metal3v1.BareMetalHost{
+			ObjectMeta: metav1.ObjectMeta{Name: "d2-" + name},
+			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
+			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
+				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: "127.0.1." + strconv.Itoa(n)}}}},
+		}
+		if strings.HasPrefix(name, "pool-") {
+			h.Labels = map[string]string{"pool": "edge"}
+		}
+		d.hosts[name] = h
+		bmhs = append(bmhs, h)
+	}
+	e.AddHosts(e.ctx, bmhs)
+	mac := func(n string) *bpav1.NodeRequirements { return &bpav1.NodeRequirements{MACAddress: d.hosts[n].Spec.BootMACAddress} }
+	d.p = &bpav1.Provisioning{
+		ObjectMeta: metav1.ObjectMeta{Name: "d2", Labels: map[string]string{"cluster": "d2"}},
+		Spec: bpav1.ProvisioningSpec{
+			Masters:     []bpav1.NodeEntry{{"d2m1": mac("d2m1")}},
+			Workers:     []bpav1.NodeEntry{{"d2w1": mac("d2w1")}},
+			WorkerPools: []bpav1.WorkerPool{{Name: "d2edge", Replicas: 2, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "edge"}}, CPU: ptrInt32(4)}},
+			Kubernetes:  &bpav1.KubernetesConfig{Version: "1.30.4"},
+			Kubespray:   &bpav1.KubesprayConfig{Version: "v2.28.0"},
+		},
+	}
+	e.create(t, d.p)
+	got := e.waitPhase(t, d.p.Name, bpav1.PhaseSucceeded)
+	require.NotNil(t, got.Status.Applied)
+	assert.Equal(t, []string{"d2edge-1", "d2edge-2", "d2m1", "d2w1"}, appliedNames(got))
+	assert.Equal(t, "1.30.4", got.Status.Applied.KubernetesVersion)
+	d.assertNodes(t, got, "v1.30.4")
+
+	t.Run("add a worker", d.addWorker)
+	t.Run("scale a pool 2 to 4 and back to 3", d.scalePool)
+	t.Run("remove a dead worker", d.removeDeadWorker)
+	t.Run("add masters", d.addMasters)
+	t.Run("upgrade one minor", d.upgrade)
+	t.Run("fail mid-scale, argo retry", d.failMidScale)
+	t.Run("delete with Reset", d.deleteWithReset)
+}
+
+// edit changes the spec (with a fresh copy), shows `bpa plan` for it, and returns the plan.
+func (d *day2) edit(t *testing.T, change func(p *bpav1.Provisioning)) (*bpav1.Provisioning, string) {
+	t.Helper()
+	p := &bpav1.Provisioning{}
+	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p))
+	change(p)
+	plan := d.plan(t, p)
+	require.NoError(t, d.Client.Update(d.ctx, p))
+	return p, plan
+}
+
+// plan runs `bpa plan` on the edited CR against its applied state, as an operator would
+// before applying the change.
+func (d *day2) plan(t *testing.T, p *bpav1.Provisioning) string {
+	t.Helper()
+	dir := t.TempDir()
+	cr := p.DeepCopy()
+	cr.APIVersion, cr.Kind, cr.ManagedFields = bpav1.GroupVersion.String(), "Provisioning", nil
+	data, err := yaml.Marshal(cr)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cr.yaml"), data, 0o644))
+	status, err := yaml.Marshal(map[string]any{"status": p.Status})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "status.yaml"), status, 0o644))
+	var bmhs metal3v1.BareMetalHostList
+	require.NoError(t, d.Client.List(d.ctx, &bmhs, client.InNamespace(d.Namespace)))
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{}}
+	for _, h := range bmhs.Items {
+		h.APIVersion, h.Kind, h.ManagedFields = "metal3.io/v1alpha1", "BareMetalHost", nil
+		list["items"] = append(list["items"].([]any), h)
+	}
+	data, err = json.Marshal(list)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bmh.json"), data, 0o644))
+	out, err := exec.CommandContext(d.ctx, d.BPA, "plan", "-f", filepath.Join(dir, "cr.yaml"), "--applied", filepath.Join(dir, "status.yaml"), "--bmh", filepath.Join(dir, "bmh.json")).CombinedOutput()
+	if err != nil {
+		return "REFUSED " + string(out)
+	}
+	return string(out)
+}
+
+func appliedNames(p *bpav1.Provisioning) []string {
+	var out []string
+	for _, h := range p.Status.Applied.Hosts {
+		out = append(out, h.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitGeneration waits until the run of the CR's current generation ends as want.
+func (d *day2) waitGeneration(t *testing.T, gen int64, want bpav1.RunPhase) *bpav1.Provisioning {
+	t.Helper()
+	p := &bpav1.Provisioning{}
+	d.waitFor(t, p, d.p.Name, func() bool {
+		if p.Status.ObservedGeneration != gen {
+			return false
+		}
+		if want == bpav1.PhaseSucceeded && (p.Status.Phase == bpav1.PhaseFailed || p.Status.Phase == bpav1.PhaseError) {
+			t.Fatalf("generation %d %s: %s", gen, p.Status.Phase, p.Status.Message)
+		}
+		return p.Status.Phase == want
+	}, fmt.Sprintf("generation %d %s", gen, want))
+	return p
+}
+
+// assertNodes checks the application cluster has exactly the applied nodes of this cluster,
+// at version.
+func (d *day2) assertNodes(t *testing.T, p *bpav1.Provisioning, version string) {
+	t.Helper()
+	nodes, err := d.app.CoreV1().Nodes().List(d.ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, n := range nodes.Items {
+		if strings.HasPrefix(n.Name, "d2") {
+			names = append(names, n.Name)
+			if version != "" {
+				assert.Equal(t, version, n.Status.NodeInfo.KubeletVersion, "kubelet version of %s", n.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	assert.Equal(t, appliedNames(p), names, "the application cluster's nodes are the applied ones")
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: "d2-configmap"}, cm))
+	var inMap []string
+	for k := range cm.Data {
+		if _, n, ok := strings.Cut(k, "_"); ok && (strings.HasPrefix(k, "MASTER_") || strings.HasPrefix(k, "WORKER_")) && !slices.Contains(inMap, n) {
+			inMap = append(inMap, n)
+		}
+	}
+	sort.Strings(inMap)
+	assert.Equal(t, appliedNames(p), inMap, "d2-configmap lists the applied nodes")
+}
+
+// lastRuns are the SIMULATED kubespray's runs since before (directory names, NN-playbook).
+func (d *day2) runsSince(t *testing.T, before int) []string {
+	all := d.kubesprayRuns(t)
+	var out []string
+	for _, r := range all[before:] {
+		out = append(out, strings.SplitN(filepath.Base(r), "-", 2)[1])
+	}
+	return out
+}
+
+// limitOf reads the --limit a recorded run was given.
+func limitOf(t *testing.T, run string) string {
+	data, err := os.ReadFile(filepath.Join(run, "argv.json"))
+	require.NoError(t, err)
+	var argv []string
+	require.NoError(t, json.Unmarshal(data, &argv))
+	if i := slices.Index(argv, "--limit"); i >= 0 {
+		return argv[i+1]
+	}
+	return ""
+}
+
+func (d *day2) claimed(t *testing.T) []string {
+	var list metal3v1.BareMetalHostList
+	require.NoError(t, d.Client.List(d.ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabels{bpav1.HostClaimLabel: "d2"}))
+	var out []string
+	for _, h := range list.Items {
+		out = append(out, h.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (d *day2) addWorker(t *testing.T) {
+	sw := &bpav1.Software{
+		ObjectMeta: metav1.ObjectMeta{Name: "d2", Namespace: d.Namespace, Labels: map[string]string{"cluster": "d2"}},
+		Spec: bpav1.SoftwareSpec{WorkerSoftware: []bpav1.SoftwareItem{{Name: "tmux"}}, SSH: &bpav1.SSHConfig{Port: int32(d.SSH.Port)}},
+	}
+	require.NoError(t, d.Client.Create(d.ctx, sw))
+	first := d.waitSoftware(t, sw.Name, 1, "")
+
+	before := len(d.kubesprayRuns(t))
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) {
+		p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{"d2w2": {MACAddress: d.hosts["d2w2"].Spec.BootMACAddress}})
+	})
+	assert.Contains(t, plan, "scale-workers")
+	assert.Contains(t, plan, "--limit d2w2")
+	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.Equal(t, []string{"facts", "scale"}, d.runsSince(t, before))
+	assert.Equal(t, "d2w2", limitOf(t, d.kubesprayRuns(t)[before+1]), "scale.yml touches the new host only")
+	assert.Equal(t, []bpav1.OperationStatus{{Name: "scale-workers", Playbooks: []string{"facts", "scale"}, Nodes: []string{"d2w2"}, Reason: "add worker d2w2", Phase: "Succeeded"}}, got.Status.Plan)
+	d.assertNodes(t, got, "v1.30.4")
+	// The new node gets the cluster's Software, and only it.
+	w2 := d.Machine(d.hosts["d2w2"].Status.HardwareDetails.NIC[0].IP)
+	d.waitSoftware(t, sw.Name, 1, first.Status.NodesHash)
+	assert.Len(t, installCalls(w2), 1, "d2w2 gets the Software")
+}
+
+func (d *day2) scalePool(t *testing.T) {
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.WorkerPools[0].Replicas = 4 })
+	assert.Contains(t, plan, "--limit d2edge-3,d2edge-4")
+	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.Contains(t, appliedNames(got), "d2edge-4")
+
+	p, plan = d.edit(t, func(p *bpav1.Provisioning) {
+		p.Spec.WorkerPools[0].Replicas = 3
+		p.Annotations = map[string]string{bpav1.DeleteNodesAnnotation: "d2edge-2"}
+	})
+	assert.Contains(t, plan, "remove-workers")
+	assert.Contains(t, plan, `"node":"d2edge-2"`)
+	got = d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.Equal(t, []string{"d2edge-1", "d2edge-3", "d2edge-4", "d2m1", "d2w1", "d2w2"}, appliedNames(got), "the annotated member left")
+	d.assertNodes(t, got, "v1.30.4")
+	var removed string
+	for _, h := range got.Status.Hosts {
+		if h.Name == "d2edge-2" {
+			removed = h.BareMetalHost
+		}
+	}
+	require.NotEmpty(t, removed)
+	assert.NotContains(t, d.claimed(t), removed, "the removed node's host is released")
+}
+
+func (d *day2) removeDeadWorker(t *testing.T) {
+	w2 := d.Machine(d.hosts["d2w2"].Status.HardwareDetails.NIC[0].IP)
+	w2.Stop()
+	p, _ := d.edit(t, func(p *bpav1.Provisioning) {
+		p.Spec.Workers = p.Spec.Workers[:1] // d2w1 only
+	})
+	stalled := &bpav1.Provisioning{}
+	d.waitFor(t, stalled, d.p.Name, func() bool {
+		c := findCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
+		return stalled.Status.ObservedGeneration == p.Generation && c != nil && c.Reason == "NodeUnreachable"
+	}, "Stalled NodeUnreachable")
+	assert.Contains(t, stalled.Status.Message, "d2w2")
+	assert.Contains(t, stalled.Status.Message, "allowUngraceful")
+
+	p, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.NodeRemoval = &bpav1.NodeRemoval{AllowUngraceful: true} })
+	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.NotContains(t, appliedNames(got), "d2w2")
+	d.assertNodes(t, got, "v1.30.4")
+	assert.NotContains(t, d.claimed(t), "d2-d2w2")
+}
+
+func (d *day2) addMasters(t *testing.T) {
+	before := len(d.kubesprayRuns(t))
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) {
+		p.Spec.Masters = append(p.Spec.Masters, bpav1.NodeEntry{"d2m2": {MACAddress: d.hosts["d2m2"].Spec.BootMACAddress}}, bpav1.NodeEntry{"d2m3": {MACAddress: d.hosts["d2m3"].Spec.BootMACAddress}})
+	})
+	assert.Contains(t, plan, "add-control-plane")
+	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.Equal(t, []string{"cluster", "upgrade-cluster"}, d.runsSince(t, before), "kubespray's documented order")
+	for _, r := range d.kubesprayRuns(t)[before:] {
+		assert.Equal(t, "etcd,kube_control_plane", limitOf(t, r))
+	}
+	etcd := 0
+	for _, h := range got.Status.Applied.Hosts {
+		if h.Etcd {
+			etcd++
+		}
+	}
+	assert.Equal(t, 3, etcd, "the etcd count stays odd")
+	d.assertNodes(t, got, "v1.30.4")
+}
+
+func (d *day2) upgrade(t *testing.T) {
+	before := len(d.kubesprayRuns(t))
+	// A skipped minor is refused without a Workflow and without touching anything.
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubernetes.Version = "1.32.5" })
+	assert.Contains(t, plan, "REFUSED")
+	stalled := &bpav1.Provisioning{}
+	d.waitFor(t, stalled, d.p.Name, func() bool {
+		c := findCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
+		return c != nil && c.ObservedGeneration == p.Generation && c.Reason == translator.ReasonSkippedMinor
+	}, "Stalled "+translator.ReasonSkippedMinor)
+	assert.Contains(t, findCondition(stalled.Status.Conditions, bpav1.ConditionStalled).Message, "spec.kubernetes.version")
+	assert.Empty(t, d.runsSince(t, before), "nothing ran")
+
+	p, plan = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubernetes.Version = "1.31.4" })
+	assert.Contains(t, plan, "upgrade-cluster.yml")
+	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.Equal(t, []string{"upgrade-cluster"}, d.runsSince(t, before))
+	assert.Equal(t, "1.31.4", got.Status.Applied.KubernetesVersion)
+	d.assertNodes(t, got, "v1.31.4")
+}
+
+func (d *day2) failMidScale(t *testing.T) {
+	require.NoError(t, os.WriteFile(d.FailFile, []byte("scale\n"), 0o644))
+	before := len(d.kubesprayRuns(t))
+	p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.WorkerPools[0].Replicas = 4 })
+	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
+	assert.Contains(t, failed.Status.Message, "scale-workers")
+	assert.NotContains(t, appliedNames(failed), "d2edge-5", "a node is applied only once the step that adds it succeeded")
+
+	require.NoError(t, os.Remove(d.FailFile))
+	out, err := d.Rig.Argo(d.ctx, "retry", failed.Status.Workflow.Name)
+	require.NoError(t, err, out)
+	d.waitPhase(t, d.p.Name, bpav1.PhaseRunning)
+	got := d.waitPhase(t, d.p.Name, bpav1.PhaseSucceeded)
+	assert.Equal(t, failed.Status.Workflow.Name, got.Status.Workflow.Name, "retried in place")
+	runs := d.runsSince(t, before)
+	assert.Equal(t, []string{"facts", "scale", "facts", "scale"}, runs, "only the failed step ran again")
+	assert.Contains(t, appliedNames(got), "d2edge-2", "the freed index is reused")
+	d.assertNodes(t, got, "v1.31.4")
+	assert.Len(t, got.Status.Operations, min(10, len(got.Status.Operations)))
+}
+
+func (d *day2) deleteWithReset(t *testing.T) {
+	p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.DeletionPolicy = bpav1.DeletionReset })
+	got := &bpav1.Provisioning{}
+	d.waitFor(t, got, d.p.Name, func() bool { return got.Status.ObservedGeneration == p.Generation }, "the policy change observed")
+	before := len(d.kubesprayRuns(t))
+	require.NoError(t, d.Client.Delete(d.ctx, got))
+	d.waitGone(t, got)
+	assert.Equal(t, []string{"reset"}, d.runsSince(t, before), "reset.yml ran before the claims went")
+	assert.Empty(t, d.claimed(t), "claims are released")
+	m1 := d.Machine(d.hosts["d2m1"].Status.HardwareDetails.NIC[0].IP)
+	_, err := os.Stat(filepath.Join(m1.KubernetesDir(), "admin.conf"))
+	assert.True(t, os.IsNotExist(err), "reset removed admin.conf: %v", err)
+	sw := &bpav1.Software{}
+	if err := d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: "d2"}, sw); !apierrors.IsNotFound(err) {
+		require.NoError(t, d.Client.Delete(d.ctx, sw))
+	}
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
