@@ -65,7 +65,9 @@ func (e *env) scenarioDay2(t *testing.T) {
 		bmhs = append(bmhs, h)
 	}
 	e.AddHosts(e.ctx, bmhs)
-	mac := func(n string) *bpav1.NodeRequirements { return &bpav1.NodeRequirements{MACAddress: d.hosts[n].Spec.BootMACAddress} }
+	mac := func(n string) *bpav1.NodeRequirements {
+		return &bpav1.NodeRequirements{MACAddress: d.hosts[n].Spec.BootMACAddress}
+	}
 	d.p = &bpav1.Provisioning{
 		ObjectMeta: metav1.ObjectMeta{Name: "d2", Labels: map[string]string{"cluster": "d2"}},
 		Spec: bpav1.ProvisioningSpec{
@@ -223,7 +225,7 @@ func (d *day2) claimed(t *testing.T) []string {
 func (d *day2) addWorker(t *testing.T) {
 	sw := &bpav1.Software{
 		ObjectMeta: metav1.ObjectMeta{Name: "d2", Namespace: d.Namespace, Labels: map[string]string{"cluster": "d2"}},
-		Spec: bpav1.SoftwareSpec{WorkerSoftware: []bpav1.SoftwareItem{{Name: "tmux"}}, SSH: &bpav1.SSHConfig{Port: int32(d.SSH.Port)}},
+		Spec:       bpav1.SoftwareSpec{WorkerSoftware: []bpav1.SoftwareItem{{Name: "tmux"}}, SSH: &bpav1.SSHConfig{Port: int32(d.SSH.Port)}},
 	}
 	require.NoError(t, d.Client.Create(d.ctx, sw))
 	first := d.waitSoftware(t, sw.Name, 1, "")
