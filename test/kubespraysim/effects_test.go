@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	bpainventory "github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
@@ -71,18 +70,13 @@ func (l *lab) run(names []string, kubeVersion string, args ...string) (map[strin
 		}
 		hosts = append(hosts, h(n, l.hosts[n].IP, n == "m1", role))
 	}
-	ini, _, err := bpainventory.Render(hosts, bpainventory.Options{})
-	require.NoError(t, err)
-	vars, err := bpainventory.MarshalVars(map[string]any{"kube_version": kubeVersion})
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(l.dir, "hosts.ini"), ini, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(l.dir, "vars.yaml"), vars, 0o644))
+	dir := writeInputs(t, hosts, map[string]any{"kube_version": kubeVersion})
 	before := l.logins()
 	conn, _ := json.Marshal(map[string]any{"ansible_port": l.sim.Port, "ansible_ssh_common_args": "-o UserKnownHostsFile=" + l.sim.KnownHostsPath()})
-	argv := append([]string{"-i", filepath.Join(l.dir, "hosts.ini"), "--private-key", l.sim.ClientKeyPath(), "-u", "root", "-b",
-		"-e", "@" + filepath.Join(l.dir, "vars.yaml"), "-e", string(conn)}, args...)
+	argv := append([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", l.sim.ClientKeyPath(), "-u", "root", "-b",
+		"-e", "@" + filepath.Join(dir, "vars.yaml"), "-e", string(conn)}, args...)
 	var out bytes.Buffer
-	err = run(context.Background(), argv, &out)
+	err := run(context.Background(), argv, &out)
 	after := l.logins()
 	for n := range after {
 		after[n] -= before[n]
@@ -244,4 +238,24 @@ func TestNoHostsToTarget(t *testing.T) {
 	require.ErrorContains(t, err, "--limit leaves us with no hosts to target")
 	err = simRun(t, env, cluster, nil, "-e", `{"node":"w9","skip_confirmation":true}`, "remove-node.yml")
 	require.ErrorContains(t, err, "node w9 is not in the inventory")
+}
+
+// The kubelet a run installs: kube_version in either release's form, or the release's newest.
+func TestKubeletVersion(t *testing.T) {
+	for _, tc := range []struct{ image, kubeVersion, want string }{
+		{"quay.io/kubespray/kubespray:v2.28.1", "", "v1.32.8"},
+		{"quay.io/kubespray/kubespray:v2.28.0", "1.31.2", "v1.31.2"},
+		{"quay.io/kubespray/kubespray:v2.27.0", "v1.30.1", "v1.30.1"},
+	} {
+		vars := map[string]any{}
+		if tc.kubeVersion != "" {
+			vars["kube_version"] = tc.kubeVersion
+		}
+		dir := writeInputs(t, cluster, vars)
+		t.Setenv(EnvImage, tc.image)
+		t.Setenv(EnvRecordDir, "")
+		p, err := Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/k", "-e", "@" + filepath.Join(dir, "vars.yaml"), "cluster.yml"})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, p.kubeletVersion(), "%s with %q", tc.image, tc.kubeVersion)
+	}
 }
