@@ -19,6 +19,19 @@ import (
 // are unreachable: a run that passes every check fails at its first SSH login instead.
 func simRun(t *testing.T, env map[string]string, hosts []bpav1.HostStatus, vars map[string]any, args ...string) error {
 	t.Helper()
+	dir := writeInputs(t, hosts, vars)
+	t.Setenv(EnvFactsDir, env[EnvFactsDir])
+	t.Setenv(EnvImage, env[EnvImage])
+	t.Setenv(EnvRecordDir, env[EnvRecordDir])
+	argv := append([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/nonexistent/key", "-u", "root", "-b",
+		"-e", "@" + filepath.Join(dir, "vars.yaml"), "-e", `{"ansible_port":1}`}, args...)
+	return run(context.Background(), argv, &bytes.Buffer{})
+}
+
+// writeInputs writes hosts.ini (BPA's render of hosts, or an even etcd for none) and
+// vars.yaml to a new directory.
+func writeInputs(t *testing.T, hosts []bpav1.HostStatus, vars map[string]any) string {
+	t.Helper()
 	dir := t.TempDir()
 	ini := []byte(evenINI) // BPA never renders an even etcd: written by hand
 	if hosts != nil {
@@ -30,12 +43,7 @@ func simRun(t *testing.T, env map[string]string, hosts []bpav1.HostStatus, vars 
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "hosts.ini"), ini, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "vars.yaml"), varsYAML, 0o644))
-	t.Setenv(EnvFactsDir, env[EnvFactsDir])
-	t.Setenv(EnvImage, env[EnvImage])
-	t.Setenv(EnvRecordDir, env[EnvRecordDir])
-	argv := append([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/nonexistent/key", "-u", "root", "-b",
-		"-e", "@" + filepath.Join(dir, "vars.yaml"), "-e", `{"ansible_port":1}`}, args...)
-	return run(context.Background(), argv, &bytes.Buffer{})
+	return dir
 }
 
 func h(name string, ip string, etcd bool, roles ...string) bpav1.HostStatus {

@@ -8,9 +8,10 @@
 //     or token. The host may be compromised, so a file asking for more (a command to run,
 //     a local file to read and send, a proxy, impersonation) is refused. Only the rebuilt
 //     kubeconfig is used and staged.
-//  3. With it, check that every host of the run is a registered, Ready Node and that every
-//     kube-system pod is Running or Succeeded, polling until --timeout. On timeout the step
-//     fails with the sorted list of what is missing.
+//  3. With it, check that every host the run keeps is a registered, Ready Node running
+//     --kubernetes-version's kubelet (when given), that no host it removes (Removing) is
+//     still a Node, and that every kube-system pod is Running or Succeeded, polling until
+//     --timeout. On timeout the step fails with the sorted list of what is wrong.
 //  4. Stage the kubeconfig for publish-kubeconfig.
 //
 // # Handing the kubeconfig over
@@ -57,6 +58,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
@@ -84,6 +86,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.hostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "JSON list of the run's hosts ({name, roles, mac, ip, bareMetalHost})")
 			fs.StringVar(&o.workflowName, "workflow-name", "", "name of the Workflow running this step ({{workflow.name}}); names the staging Secret")
 			fs.StringVar(&o.workflowUID, "workflow-uid", "", "UID of that Workflow ({{workflow.uid}}); owns the staging Secret")
+			fs.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "the Kubernetes version every Node's kubelet must report (1.32.5 or v1.32.5); empty: not checked")
 			fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the nodes and pods before failing")
 			fs.DurationVar(&o.pollInterval, "poll-interval", 10*time.Second, "time between checks")
 			o.ssh.AddFlags(fs)
@@ -94,6 +97,7 @@ func Command() *cobra.Command {
 
 type options struct {
 	namespace, provisioning, hostsFile string
+	kubernetesVersion                  string
 	workflowName, workflowUID          string
 	timeout, pollInterval              time.Duration
 	ssh                                sshexec.Flags
@@ -114,6 +118,10 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if errs := validation.IsDNS1123Subdomain(kubeconfig.StagingSecretName(o.workflowName)); len(errs) > 0 {
 		return fmt.Errorf("--workflow-name %q: %s", o.workflowName, errs[0])
 	}
+	kubelet, err := KubeletVersion(o.kubernetesVersion)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
@@ -129,7 +137,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	master, err := FirstMaster(hosts)
+	master, err := FirstMaster(Expected(hosts))
 	if err != nil {
 		return err
 	}
@@ -148,7 +156,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return fmt.Errorf("client for the new cluster at %s: %w", rc.Host, err)
 	}
-	if err := o.waitHealthy(ctx, cs, hosts); err != nil {
+	if err := o.waitHealthy(ctx, cs, hosts, kubelet); err != nil {
 		return err
 	}
 	return o.stage(ctx, c, p, cluster, conf)
@@ -176,18 +184,28 @@ func (o *options) fetchAdminConf(ctx context.Context, master bpav1.HostStatus, c
 
 // waitHealthy polls Check until nothing is missing or ctx ends, then reports the last
 // findings.
-func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatus) error {
+func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatus, kubelet string) error {
 	interval := o.pollInterval
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
 	for {
-		missing, err := Check(ctx, cs, hosts)
+		missing, err := Check(ctx, cs, hosts, kubelet)
 		if err == nil && len(missing) == 0 {
-			for _, h := range hosts {
+			expected := Expected(hosts)
+			for _, h := range expected {
 				o.logf("node %s (%s, %s): Ready", h.Name, h.IP, strings.Join(h.Roles, ","))
 			}
-			o.logf("all %d nodes Ready and kube-system pods running", len(hosts))
+			for _, h := range hosts {
+				if h.Removing {
+					o.logf("node %s: removed", h.Name)
+				}
+			}
+			what := fmt.Sprintf("all %d nodes Ready", len(expected))
+			if kubelet != "" {
+				what += " with kubelet " + kubelet
+			}
+			o.logf("%s and kube-system pods running", what)
 			return nil
 		}
 		if err != nil {
@@ -275,14 +293,40 @@ func FirstMaster(hosts []bpav1.HostStatus) (bpav1.HostStatus, error) {
 	return masters[0], nil
 }
 
-// Check lists what keeps the cluster from being healthy, sorted: hosts with no Node, Nodes
-// not Ready, kube-system pods neither Running nor Succeeded. An empty list means healthy. An
-// error means the API server could not be asked.
+// Expected are the hosts the run leaves in the cluster: all but those it removes.
+func Expected(hosts []bpav1.HostStatus) []bpav1.HostStatus {
+	var out []bpav1.HostStatus
+	for _, h := range hosts {
+		if !h.Removing {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// KubeletVersion is a Kubernetes version as a Node reports its kubelet's (v1.32.5), from
+// either form kubespray releases take; "" stays "" (nothing to check).
+func KubeletVersion(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	kv, err := kubespray.ParseKubeVersion(v)
+	if err != nil {
+		return "", fmt.Errorf("--kubernetes-version: %w", err)
+	}
+	return "v" + kv.String(), nil
+}
+
+// Check lists what keeps the cluster from being what the run leaves, sorted: expected hosts
+// with no Node, Nodes not Ready or (kubelet set) running another kubelet, Nodes of hosts the
+// run removed, kube-system pods neither Running nor Succeeded. An empty list means healthy.
+// An error means the API server could not be asked.
 //
 // A host's Node is the one of the same name (kubespray names nodes after the inventory),
 // or failing that the one whose InternalIP is the host's IP, in case the node registered
-// under its own hostname.
-func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatus) ([]string, error) {
+// under its own hostname. A Node of no host BPA lists is not BPA's to judge (one joined by
+// hand, say), so it fails nothing.
+func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatus, kubelet string) ([]string, error) {
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -299,7 +343,8 @@ func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatu
 		}
 	}
 	var missing []string
-	for _, h := range hosts {
+	kept := map[string]bool{}
+	for _, h := range Expected(hosts) {
 		n := byName[h.Name]
 		if n == nil && h.IP != "" {
 			n = byIP[h.IP]
@@ -314,6 +359,20 @@ func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatu
 		}
 		if why := notReady(n); why != "" {
 			missing = append(missing, fmt.Sprintf("node %s: %s", n.Name, why))
+		}
+		if got := n.Status.NodeInfo.KubeletVersion; kubelet != "" && got != kubelet {
+			missing = append(missing, fmt.Sprintf("node %s: kubelet %q, want %s", n.Name, got, kubelet))
+		}
+		kept[n.Name] = true
+	}
+	for _, h := range hosts {
+		n := byName[h.Name]
+		// A removed host's address may already be a kept host's: that Node is not its.
+		if n == nil && h.IP != "" && byIP[h.IP] != nil && !kept[byIP[h.IP].Name] {
+			n = byIP[h.IP]
+		}
+		if h.Removing && n != nil {
+			missing = append(missing, fmt.Sprintf("node %s: still registered, but the run removes it", n.Name))
 		}
 	}
 

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,24 +79,33 @@ func healthy() []runtime.Object {
 	}
 }
 
+// withKubelet sets the kubelet version a node reports.
+func withKubelet(n *corev1.Node, version string) *corev1.Node {
+	n.Status.NodeInfo.KubeletVersion = version
+	return n
+}
+
 func TestCheck(t *testing.T) {
 	terminating := pod("coredns-old", corev1.PodPending, "")
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	terminating.Finalizers = []string{"x"}
+	removing := append(append([]bpav1.HostStatus(nil), hosts...), bpav1.HostStatus{Name: "worker-3", IP: "10.0.0.4", Roles: []string{"worker"}, Removing: true})
 	for _, tc := range []struct {
 		name    string
+		hosts   []bpav1.HostStatus // default: hosts
+		kubelet string
 		objects []runtime.Object
 		want    []string
 	}{
-		{"healthy", healthy(), nil},
-		{"terminating pods do not count", append(healthy(), terminating), nil},
-		{"node found by InternalIP when named after its hostname", []runtime.Object{
+		{"healthy", nil, "", healthy(), nil},
+		{"terminating pods do not count", nil, "", append(healthy(), terminating), nil},
+		{"node found by InternalIP when named after its hostname", nil, "", []runtime.Object{
 			node("master-1", "10.0.0.1", corev1.ConditionTrue, ""),
 			node("node-a.example", "10.0.0.2", corev1.ConditionTrue, ""),
 			node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
 			pod("coredns-1", corev1.PodRunning, ""),
 		}, nil},
-		{"missing, not ready and failing", []runtime.Object{
+		{"missing, not ready and failing", nil, "", []runtime.Object{
 			node("master-1", "10.0.0.1", corev1.ConditionTrue, ""),
 			node("worker-2", "10.0.0.3", corev1.ConditionFalse, "KubeletNotReady"),
 			pod("coredns-1", corev1.PodPending, "ImagePullBackOff"),
@@ -107,21 +117,45 @@ func TestCheck(t *testing.T) {
 			"pod kube-system/calico-node-1: Failed",
 			"pod kube-system/coredns-1: Pending (ImagePullBackOff)",
 		}},
-		{"node without a Ready condition", []runtime.Object{
+		{"node without a Ready condition", nil, "", []runtime.Object{
 			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1"}},
 			node("worker-1", "10.0.0.2", corev1.ConditionTrue, ""),
 			node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
 			pod("coredns-1", corev1.PodRunning, ""),
 		}, []string{"node master-1: not Ready (no Ready condition yet)"}},
-		{"empty cluster", nil, []string{
+		{"empty cluster", nil, "", nil, []string{
 			"kube-system: no pods running yet",
 			"node master-1 (10.0.0.1): not registered",
 			"node worker-1 (10.0.0.2): not registered",
 			"node worker-2 (10.0.0.3): not registered",
 		}},
+		{"a removed host's node is gone", removing, "", healthy(), nil},
+		{"a removed host's node is still registered", removing, "", append(healthy(), node("worker-3", "10.0.0.4", corev1.ConditionTrue, "")),
+			[]string{"node worker-3: still registered, but the run removes it"}},
+		{"a removed host's node registered under its hostname", removing, "", append(healthy(), node("w3.example", "10.0.0.4", corev1.ConditionFalse, "")),
+			[]string{"node w3.example: still registered, but the run removes it"}},
+		{"a removed host's address is a kept host's", append(append([]bpav1.HostStatus(nil), hosts...), bpav1.HostStatus{Name: "worker-3", IP: "10.0.0.3", Roles: []string{"worker"}, Removing: true}), "",
+			[]runtime.Object{node("master-1", "10.0.0.1", corev1.ConditionTrue, ""), node("worker-1", "10.0.0.2", corev1.ConditionTrue, ""),
+				node("n3.example", "10.0.0.3", corev1.ConditionTrue, ""), pod("coredns-1", corev1.PodRunning, "")}, nil},
+		{"a node of no host is not BPA's", nil, "", append(healthy(), node("by-hand", "10.0.0.9", corev1.ConditionFalse, "")), nil},
+		{"kubelet versions", nil, "v1.32.8", []runtime.Object{
+			withKubelet(node("master-1", "10.0.0.1", corev1.ConditionTrue, ""), "v1.32.8"),
+			withKubelet(node("worker-1", "10.0.0.2", corev1.ConditionTrue, ""), "v1.32.5"),
+			node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
+			pod("coredns-1", corev1.PodRunning, ""),
+		}, []string{`node worker-1: kubelet "v1.32.5", want v1.32.8`, `node worker-2: kubelet "", want v1.32.8`}},
+		{"no version expected", nil, "", []runtime.Object{
+			withKubelet(node("master-1", "10.0.0.1", corev1.ConditionTrue, ""), "v1.32.8"),
+			withKubelet(node("worker-1", "10.0.0.2", corev1.ConditionTrue, ""), "v1.32.5"),
+			node("worker-2", "10.0.0.3", corev1.ConditionTrue, ""),
+			pod("coredns-1", corev1.PodRunning, ""),
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Check(context.Background(), fake.NewClientset(tc.objects...), hosts)
+			if tc.hosts == nil {
+				tc.hosts = hosts
+			}
+			got, err := Check(context.Background(), fake.NewClientset(tc.objects...), tc.hosts, tc.kubelet)
 			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %q, %v\nwant %q", got, err, tc.want)
 			}
@@ -134,8 +168,19 @@ func TestCheckAPIError(t *testing.T) {
 	cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("starting")
 	})
-	if _, err := Check(context.Background(), cs, hosts); err == nil || !strings.Contains(err.Error(), "listing nodes") {
+	if _, err := Check(context.Background(), cs, hosts, ""); err == nil || !strings.Contains(err.Error(), "listing nodes") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestKubeletVersion(t *testing.T) {
+	for in, want := range map[string]string{"": "", "1.32.5": "v1.32.5", "v1.31.4": "v1.31.4"} {
+		if got, err := KubeletVersion(in); err != nil || got != want {
+			t.Errorf("KubeletVersion(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := KubeletVersion("1.32"); err == nil || !strings.Contains(err.Error(), "--kubernetes-version") {
+		t.Errorf("got %v, want an error naming the flag", err)
 	}
 }
 
@@ -341,6 +386,64 @@ func TestRunFailsWithWhatIsMissing(t *testing.T) {
 	e.assertNoSecretsLogged(t)
 }
 
+// The run leaves a node out (Removing) and upgrades Kubernetes: verify waits until the
+// node is gone and every kubelet reports the version, and fails naming what is not.
+func TestRunChecksNodeSetAndVersion(t *testing.T) {
+	at := func(version string) []runtime.Object {
+		return []runtime.Object{
+			withKubelet(node("master-1", "127.0.1.40", corev1.ConditionTrue, ""), version),
+			withKubelet(node("master-2", "127.0.1.41", corev1.ConditionTrue, ""), version),
+			withKubelet(node("worker-1", "127.0.1.42", corev1.ConditionTrue, ""), version),
+			node("worker-2", "127.0.1.43", corev1.ConditionTrue, ""),
+			pod("kube-apiserver-master-1", corev1.PodRunning, ""),
+		}
+	}
+	setUp := func(t *testing.T) *env {
+		e := newEnv(t, at("v1.32.5")...)
+		var runHosts []bpav1.HostStatus
+		data, _ := os.ReadFile(e.o.hostsFile)
+		if err := json.Unmarshal(data, &runHosts); err != nil {
+			t.Fatal(err)
+		}
+		data, _ = json.Marshal(append(runHosts, bpav1.HostStatus{Name: "worker-2", IP: "127.0.1.43", Roles: []string{"worker"}, Removing: true}))
+		if err := os.WriteFile(e.o.hostsFile, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.o.kubernetesVersion = "1.32.8"
+		return e
+	}
+
+	t.Run("fails naming the nodes", func(t *testing.T) {
+		e := setUp(t)
+		e.o.timeout = 400 * time.Millisecond
+		err := e.o.run(context.Background(), e.c)
+		want := `cluster not healthy after 400ms: node master-1: kubelet "v1.32.5", want v1.32.8; node master-2: kubelet "v1.32.5", want v1.32.8; ` +
+			`node worker-1: kubelet "v1.32.5", want v1.32.8; node worker-2: still registered, but the run removes it`
+		if err == nil || err.Error() != want {
+			t.Errorf("got  %v\nwant %s", err, want)
+		}
+		if _, ok := e.staged(t); ok {
+			t.Error("the kubeconfig was staged")
+		}
+	})
+	t.Run("waits until the cluster converges", func(t *testing.T) {
+		e := setUp(t)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			for _, o := range at("v1.32.8")[:3] {
+				_, _ = e.cs.CoreV1().Nodes().UpdateStatus(context.Background(), o.(*corev1.Node), metav1.UpdateOptions{})
+			}
+			_ = e.cs.CoreV1().Nodes().Delete(context.Background(), "worker-2", metav1.DeleteOptions{})
+		}()
+		if err := e.o.run(context.Background(), e.c); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(e.logs, "node worker-2: removed") || !slices.Contains(e.logs, "all 3 nodes Ready with kubelet v1.32.8 and kube-system pods running") {
+			t.Errorf("logs: %q", e.logs)
+		}
+	})
+}
+
 func TestRunRefusesWrongHostKey(t *testing.T) {
 	e := newEnv(t, healthyNodes...)
 	other := simhost.NewCluster(t).Start("impostor", "127.0.1.43")
@@ -469,7 +572,7 @@ func TestCommandFlags(t *testing.T) {
 	cmd := Command()
 	err := cmd.ParseFlags([]string{"--namespace=bpa", "--provisioning=p", "--hosts-file=/tmp/bpa/in/hosts.json",
 		"--ssh-key=/etc/bpa/ssh/ssh-privatekey", "--known-hosts=/etc/bpa/ssh/known_hosts", "--ssh-user=root", "--ssh-port=22",
-		"--insecure-ignore-host-key=false", "--workflow-name=wf", "--workflow-uid=123", "--timeout=10m"})
+		"--insecure-ignore-host-key=false", "--workflow-name=wf", "--workflow-uid=123", "--timeout=10m", "--kubernetes-version="})
 	if err != nil {
 		t.Fatal(err)
 	}
