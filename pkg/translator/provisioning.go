@@ -143,7 +143,8 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		prev = s.Name
 	}
 	tasks = append(tasks,
-		task("verify", t, "verify", prev, append([]string{"provisioning", cr, "hosts", hosts}, ssh...)...),
+		// verify checks every Node reports the Kubernetes release the plan leads to.
+		task("verify", t, "verify", prev, append([]string{"provisioning", cr, "hosts", hosts, "kubernetes-version", plan.KubernetesVersion}, ssh...)...),
 		task("publish-kubeconfig", t, "publish-kubeconfig", "verify", "provisioning", cr, "hosts", hosts),
 	)
 	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
