@@ -102,7 +102,7 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus)
 	cached := map[string]bool{} // the facts each earlier operation of the same container gathered
 	var out []plannedOperation
 	for i, op := range ops {
-		o, err := runkubespray.ForOperation(params, op)
+		o, err := runkubespray.ForOperation(params, op, i)
 		if err != nil {
 			return nil, err
 		}
