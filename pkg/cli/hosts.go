@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -58,19 +60,25 @@ func (h *hostsFlags) register(cmd *cobra.Command) {
 // resolve reads the inputs, matches and resolves. Every failure is an *ExitError with
 // exit code 1 and a message that names the file, node, host or MAC at fault.
 func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
-	fail := func(err error) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
-		return nil, nil, &ExitError{Code: 1, Err: err}
+	p, err := readProvisioning(cmd.Context(), cmd, h.crFile)
+	if err != nil {
+		return nil, nil, err
 	}
+	hosts, err := h.match(cmd, p)
+	return p, hosts, err
+}
+
+// match chooses and resolves the hosts of p (its spec, status.applied and annotations) as
+// discover-hosts and resolve-leases do. Nodes that leave the cluster keep the address they
+// were applied with: their BareMetalHost may be gone, and kubespray reaches them there.
+func (h *hostsFlags) match(cmd *cobra.Command, p *bpav1.Provisioning) ([]bpav1.HostStatus, error) {
+	fail := func(err error) ([]bpav1.HostStatus, error) { return nil, &ExitError{Code: 1, Err: err} }
 	if h.leasesFile == "" && cmd.Flags().Changed("format") {
 		return fail(fmt.Errorf("--format applies to a --leases file"))
 	}
 	format, now, err := h.lf.parse()
 	if err != nil {
 		return fail(err)
-	}
-	p, err := readProvisioning(cmd.Context(), cmd, h.crFile)
-	if err != nil {
-		return nil, nil, err
 	}
 	cluster, err := translator.ClusterOf(p)
 	if err != nil {
@@ -94,7 +102,8 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 	} else {
 		lookup = leases.OnBareMetalHosts(bmhs)
 	}
-	resolved, err := leases.Resolve(hosts, lookup)
+	leaving := slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return !h.Removing })
+	resolved, err := leases.Resolve(slices.DeleteFunc(hosts, func(h bpav1.HostStatus) bool { return h.Removing }), lookup)
 	if err != nil {
 		src := "the BareMetalHosts' NICs (status.hardware.nics[].ip) in " + h.bmhFile
 		if h.leasesFile != "" {
@@ -102,7 +111,9 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 		}
 		return fail(fmt.Errorf("%w in %s", err, src))
 	}
-	return p, resolved, nil
+	resolved = append(resolved, leaving...)
+	sort.Slice(resolved, func(i, j int) bool { return resolved[i].Name < resolved[j].Name })
+	return resolved, nil
 }
 
 // readProvisioning reads the one Provisioning of a file, after the checks `bpa lint`

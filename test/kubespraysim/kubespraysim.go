@@ -278,12 +278,27 @@ func Check(args []string) (*Play, error) {
 	return &Play{a: a, profile: profile, patch: patch, op: op, inv: inv, factsDir: factsDir}, nil
 }
 
+// CacheFacts stores the facts of the hosts the play runs on in the container's facts cache,
+// as every playbook but reset.yml gathers them (facts.yml).
+func (pl *Play) CacheFacts() error {
+	if pl.op.Playbook == kubespray.Reset {
+		return nil
+	}
+	for _, h := range pl.inv.groups.Hosts(pl.op.Limit) {
+		facts, _ := json.Marshal(map[string]any{"ansible_default_ipv4": map[string]string{"address": pl.inv.hosts[h]}})
+		if err := os.WriteFile(filepath.Join(pl.factsDir, h), facts, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
 	checked, err := Check(args)
 	if err != nil {
 		return err
 	}
-	a, inv, pb, op, factsDir := checked.a, checked.inv, checked.op.Playbook, checked.op, checked.factsDir
+	a, inv, pb := checked.a, checked.inv, checked.op.Playbook
 	profile, patch := checked.profile, checked.patch
 	fmt.Fprintf(out, "SIMULATED kubespray %s.%d %s: %d hosts, control plane %v\n", profile.Minor, patch, a.playbook, len(inv.hosts), inv.masters)
 	pl := &play{out: out, recap: map[string]*[4]int{}}
@@ -294,14 +309,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := loginEverywhere(ctx, a, inv, pl); err != nil {
 		return err
 	}
-	// Every playbook but reset.yml gathers facts (facts.yml) of the hosts it runs on.
-	if pb != kubespray.Reset {
-		for _, h := range inv.groups.Hosts(op.Limit) {
-			facts, _ := json.Marshal(map[string]any{"ansible_default_ipv4": map[string]string{"address": inv.hosts[h]}})
-			if err := os.WriteFile(filepath.Join(factsDir, h), facts, 0o644); err != nil {
-				return err
-			}
-		}
+	if err := checked.CacheFacts(); err != nil {
+		return err
 	}
 	if pb != kubespray.Cluster && pb != kubespray.Scale && pb != kubespray.Upgrade {
 		return nil
