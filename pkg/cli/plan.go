@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,10 +12,15 @@ import (
 	"slices"
 	"strings"
 
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
@@ -25,9 +31,12 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var hf hostsFlags
-		var outDir, appliedFile string
+		var outDir, appliedFile, live string
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		overrides := &clientcmd.ConfigOverrides{}
 		cmd := &cobra.Command{
-			Use:   "plan -f CR.yaml --bmh HOSTS.yaml [--applied STATUS.yaml] [--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o DIR]",
+			Use: "plan (-f CR.yaml --bmh HOSTS.yaml [--applied STATUS.yaml] | --live NAME [-n NS] [--bmh HOSTS.yaml]) " +
+				"[--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o DIR]",
 			Short: "Print what a Provisioning's next run would do: each step, and each playbook with its argv, inventory and vars",
 			Long: "plan computes the change from the cluster as it is (status.applied) to the spec, as the controller\n" +
 				"does (a first creation when nothing is applied yet), and prints it step by step, each step a task\n" +
@@ -42,15 +51,33 @@ func init() {
 				"--applied names the cluster as it is: a whole Provisioning (`kubectl get provisioning NAME -o\n" +
 				"yaml`), a document with its `status:`, a status with `applied:`, or just the applied object\n" +
 				"(hosts, kubesprayVersion, kubernetesVersion, settings). Without it, the status of CR.yaml is used.\n\n" +
+				"--live NAME reads the Provisioning (spec, annotations and status) through the current kubeconfig\n" +
+				"instead, and its BareMetalHosts (spec.bareMetalHostNamespace, else its namespace) unless --bmh\n" +
+				"names a file. IPs come from the hosts' NICs or --leases, not from the lease file on a node.\n\n" +
 				"-o DIR writes DIR/01-<playbook>/{argv.json,hosts.ini,vars.yaml,operation.json} and so on,\n" +
 				"numbered across the whole plan in operation order, and DIR/plan.json, to run real kubespray\n" +
 				"with (the argv's paths are the step's: -i /tmp/bpa/in/hosts.ini, or the inventory without the\n" +
 				"removed nodes under /tmp/bpa/run/, and -e @/tmp/bpa/in/extra-vars.yaml).",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				p, err := readProvisioning(cmd.Context(), cmd, hf.crFile)
+				var p *bpav1.Provisioning
+				var bmhs []metal3v1.BareMetalHost
+				var err error
+				source := hf.bmhFile
+				switch {
+				case live != "" && (hf.crFile != "" || appliedFile != ""):
+					return &ExitError{Code: 1, Err: fmt.Errorf("--live reads the CR and its status from the cluster: give neither -f nor --applied")}
+				case live != "":
+					p, bmhs, source, err = readLive(cmd.Context(), clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), live, hf.bmhFile)
+				case hf.crFile == "" || hf.bmhFile == "":
+					return &ExitError{Code: 1, Err: fmt.Errorf("give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")}
+				default:
+					if p, err = readProvisioning(cmd.Context(), cmd, hf.crFile); err == nil {
+						bmhs, err = hostmatch.ReadBareMetalHostsFile(hf.bmhFile)
+					}
+				}
 				if err != nil {
-					return err
+					return &ExitError{Code: 1, Err: err}
 				}
 				if appliedFile != "" {
 					st, err := readApplied(appliedFile)
@@ -59,18 +86,59 @@ func init() {
 					}
 					p.Status.Applied, p.Status.LastHandledRerun = st.Applied, st.LastHandledRerun
 				}
-				return runPlan(cmd, &hf, p, outDir)
+				return runPlan(cmd, &hf, p, bmhs, source, outDir)
 			},
 		}
 		hf.register(cmd)
-		cmd.Flags().StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is: a Provisioning, its status, or its status.applied")
-		cmd.Flags().StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json)")
+		f := cmd.Flags()
+		for _, name := range []string{"file", "bmh"} { // --live needs neither
+			delete(f.Lookup(name).Annotations, cobra.BashCompOneRequiredFlag)
+		}
+		f.StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is: a Provisioning, its status, or its status.applied")
+		f.StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json)")
+		f.StringVar(&live, "live", "", "plan the Provisioning NAME as it is in the cluster (through the kubeconfig)")
+		f.StringVar(&rules.ExplicitPath, "kubeconfig", "", "with --live: path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+		f.StringVar(&overrides.CurrentContext, "context", "", "with --live: kubeconfig context to use")
+		f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "with --live: namespace of the CR (default: the context's)")
 		return cmd
 	})
 }
 
-// runPlan plans p, resolves its hosts and prints or writes the plan.
-func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, outDir string) error {
+// readLive reads the Provisioning name and its BareMetalHosts (or bmhFile's) with the
+// caller's own credentials.
+func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile string) (*bpav1.Provisioning, []metal3v1.BareMetalHost, string, error) {
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	p := &bpav1.Provisioning{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		return nil, nil, "", fmt.Errorf("Provisioning %s/%s: %w", ns, name, err)
+	}
+	if bmhFile != "" {
+		bmhs, err := hostmatch.ReadBareMetalHostsFile(bmhFile)
+		return p, bmhs, bmhFile, err
+	}
+	if p.Spec.BareMetalHostNamespace != "" {
+		ns = p.Spec.BareMetalHostNamespace
+	}
+	var list metal3v1.BareMetalHostList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, nil, "", fmt.Errorf("listing the BareMetalHosts of namespace %s: %w", ns, err)
+	}
+	return p, list.Items, "the BareMetalHosts of namespace " + ns, nil
+}
+
+// runPlan plans p, resolves its hosts among bmhs and prints or writes the plan.
+func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource, outDir string) error {
 	change, err := translator.PlanChange(p)
 	var refusal *translator.Refusal
 	if errors.As(err, &refusal) {
@@ -80,13 +148,13 @@ func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, outDir s
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
 	}
-	hosts, err := hf.match(cmd, p)
+	hosts, err := hf.match(cmd, p, bmhs, bmhSource)
 	if err != nil {
 		return err
 	}
 	plan, err := planOf(cmd, p, hosts, change)
 	if err != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("%s: Provisioning %s: %w", hf.crFile, p.Name, err)}
+		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
 	}
 	if outDir != "" {
 		return writePlan(outDir, change, plan)

@@ -1,18 +1,25 @@
 package kubespraysim
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/test/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/rig"
 )
 
 // The hosts of examples/provisioning-by-mac.yaml as a run applied them (examples/bmh).
@@ -189,4 +196,54 @@ func TestPlanAppliedErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), "--applied "+file+": ", doc)
 		assert.Contains(t, err.Error(), want, doc)
 	}
+}
+
+// `bpa plan --live` reads the CR, its status.applied and its BareMetalHosts from a real
+// apiserver with the caller's kubeconfig, and plans what the files give.
+func TestPlanLive(t *testing.T) {
+	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
+	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	require.NoError(t, err)
+	cr, p := byMac(t, []bpav1.HostStatus{appliedWorker1, appliedWorker2}, "")
+	applied := appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1)
+	bmhs, err := hostmatch.ReadBareMetalHostsFile(day2BMH)
+	require.NoError(t, err)
+	p.Namespace = r.Namespace
+	readJSON(t, applied, &p.Status.Applied)
+	status := p.Status
+	require.NoError(t, c.Create(ctx, p))
+	p.Status = status
+	require.NoError(t, c.Status().Update(ctx, p))
+	for _, h := range bmhs {
+		h.Namespace = r.Namespace
+		status := h.Status
+		require.NoError(t, c.Create(ctx, &h))
+		h.Status = status
+		require.NoError(t, c.Status().Update(ctx, &h))
+	}
+
+	want, got := t.TempDir(), t.TempDir()
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "-o", want)
+	require.NoError(t, err)
+	_, err = plan(t, "--live", p.Name, "-n", r.Namespace, "--kubeconfig", r.Kubeconfig, "-o", got)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, got, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+	for _, f := range []string{"plan.json", "01-facts/argv.json", "01-facts/hosts.ini", "02-scale/argv.json", "02-scale/hosts.ini", "02-scale/vars.yaml"} {
+		w, err := os.ReadFile(filepath.Join(want, f))
+		require.NoError(t, err)
+		g, err := os.ReadFile(filepath.Join(got, f))
+		require.NoError(t, err)
+		assert.Equal(t, string(w), string(g), f)
+	}
+
+	_, err = plan(t, "--live", "nope", "-n", r.Namespace, "--kubeconfig", r.Kubeconfig)
+	assert.ErrorContains(t, err, "Provisioning "+r.Namespace+"/nope: ")
+	_, err = plan(t, "--live", p.Name, "-f", cr, "--kubeconfig", r.Kubeconfig)
+	assert.ErrorContains(t, err, "--live reads the CR and its status from the cluster: give neither -f nor --applied")
+	_, err = plan(t, "-f", cr)
+	assert.ErrorContains(t, err, "give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")
 }
