@@ -427,7 +427,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	for i, op := range ops {
-		fmt.Printf("operation %d/%d: %s %s, because: %s; running %s\n", i+1, len(ops), p.Playbooks[op.Playbook], scope(op, o), reasonOf(op), strings.Join(runs[i].Args, " "))
+		fmt.Printf("operation %d/%d: playbook %s %s, because: %s; running %s\n", i+1, len(ops), p.Playbooks[op.Playbook], scope(op, o), reasonOf(op), strings.Join(runs[i].Args, " "))
 		if err := run(ctx, runs[i]); err != nil {
 			return fmt.Errorf("operation %d/%d (%s: %s): %w", i+1, len(ops), p.Playbooks[op.Playbook], reasonOf(op), err)
 		}
