@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/spf13/cobra"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -50,17 +53,32 @@ func (h *hostsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&h.crFile, "file", "f", "", "YAML file with the Provisioning")
 	cmd.Flags().StringVar(&h.bmhFile, "bmh", "", "YAML or JSON file with the BareMetalHosts")
 	cmd.Flags().StringVar(&h.leasesFile, "leases", "", "DHCP leases file to take the IPs from (default: the hosts' NIC IPs)")
+	h.lf.register(cmd, "isc")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagRequired("bmh")
-	h.lf.register(cmd, "isc")
 }
 
 // resolve reads the inputs, matches and resolves. Every failure is an *ExitError with
 // exit code 1 and a message that names the file, node, host or MAC at fault.
 func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
-	fail := func(err error) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
+	p, err := readProvisioning(cmd.Context(), cmd, h.crFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	bmhs, err := hostmatch.ReadBareMetalHostsFile(h.bmhFile)
+	if err != nil {
 		return nil, nil, &ExitError{Code: 1, Err: err}
 	}
+	hosts, err := h.match(cmd, p, bmhs, h.bmhFile)
+	return p, hosts, err
+}
+
+// match chooses and resolves the hosts of p (its spec, status.applied and annotations) as
+// discover-hosts and resolve-leases do. Nodes that leave the cluster keep the address they
+// were applied with: their BareMetalHost may be gone, and kubespray reaches them there.
+// bmhSource names where bmhs came from, for errors.
+func (h *hostsFlags) match(cmd *cobra.Command, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource string) ([]bpav1.HostStatus, error) {
+	fail := func(err error) ([]bpav1.HostStatus, error) { return nil, &ExitError{Code: 1, Err: err} }
 	if h.leasesFile == "" && cmd.Flags().Changed("format") {
 		return fail(fmt.Errorf("--format applies to a --leases file"))
 	}
@@ -68,17 +86,9 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 	if err != nil {
 		return fail(err)
 	}
-	p, err := readProvisioning(cmd.Context(), cmd, h.crFile)
-	if err != nil {
-		return nil, nil, err
-	}
 	cluster, err := translator.ClusterOf(p)
 	if err != nil {
 		return fail(fmt.Errorf("%s: Provisioning %s: %w", h.crFile, p.Name, err))
-	}
-	bmhs, err := hostmatch.ReadBareMetalHostsFile(h.bmhFile)
-	if err != nil {
-		return fail(err)
 	}
 	hosts, err := hostmatch.Match(p, hostmatch.ClaimantOf(p, cluster), bmhs)
 	if err != nil {
@@ -94,15 +104,18 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 	} else {
 		lookup = leases.OnBareMetalHosts(bmhs)
 	}
-	resolved, err := leases.Resolve(hosts, lookup)
+	leaving := slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return !h.Removing })
+	resolved, err := leases.Resolve(slices.DeleteFunc(hosts, func(h bpav1.HostStatus) bool { return h.Removing }), lookup)
 	if err != nil {
-		src := "the BareMetalHosts' NICs (status.hardware.nics[].ip) in " + h.bmhFile
+		src := "the BareMetalHosts' NICs (status.hardware.nics[].ip) in " + bmhSource
 		if h.leasesFile != "" {
 			src = h.leasesFile + " at " + now.UTC().Format("2006-01-02T15:04:05Z07:00")
 		}
 		return fail(fmt.Errorf("%w in %s", err, src))
 	}
-	return p, resolved, nil
+	resolved = append(resolved, leaving...)
+	sort.Slice(resolved, func(i, j int) bool { return resolved[i].Name < resolved[j].Name })
+	return resolved, nil
 }
 
 // readProvisioning reads the one Provisioning of a file, after the checks `bpa lint`

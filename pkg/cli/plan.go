@@ -1,16 +1,26 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
@@ -21,38 +31,176 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var hf hostsFlags
-		var outDir string
+		var outDir, appliedFile, live string
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		overrides := &clientcmd.ConfigOverrides{}
 		cmd := &cobra.Command{
-			Use:   "plan -f CR.yaml --bmh HOSTS.yaml [--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o DIR]",
-			Short: "Print what run-kubespray would execute for a Provisioning: each playbook, its argv, inventory and vars",
-			Long: "plan chooses and resolves the hosts as `bpa hosts` does, renders the inventory and vars file as\n" +
-				"render-inventory does, and prints each kubespray operation of the run in order: the playbook\n" +
-				"and why, the exact ansible-playbook argv run-kubespray executes in the kubespray image, and\n" +
-				"the hosts.ini and vars.yaml it reads. It checks each operation with the rules of the chosen\n" +
-				"kubespray release (pkg/kubespray, the same the SIMULATED kubespray applies) and exits 1 on\n" +
-				"the first kubespray would refuse. -o DIR writes DIR/01-cluster/{argv.json,hosts.ini,vars.yaml}\n" +
-				"and so on, numbered in order, to run real kubespray with (the argv's paths are the step's:\n" +
-				"-i /tmp/bpa/in/hosts.ini -e @/tmp/bpa/in/extra-vars.yaml).",
+			Use: "plan (-f CR.yaml --bmh HOSTS.yaml [--applied STATUS.yaml] | --live NAME [-n NS] [--bmh HOSTS.yaml]) " +
+				"[--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o DIR]",
+			Short: "Print what a Provisioning's next run would do: each step, and each playbook with its argv, inventory and vars",
+			Long: "plan computes the change from the cluster as it is (status.applied) to the spec, as the controller\n" +
+				"does (a first creation when nothing is applied yet), and prints it step by step, each step a task\n" +
+				"of the Workflow: its name, why, and the nodes it adds or removes; then each kubespray operation\n" +
+				"of the step in order: the playbook and why, the exact ansible-playbook argv run-kubespray executes\n" +
+				"in the kubespray image, and the hosts.ini (without the nodes an earlier operation removed) and\n" +
+				"vars.yaml it reads. It chooses and resolves the hosts as `bpa hosts` does, renders the inventory\n" +
+				"and vars file as render-inventory does, and checks each operation with the rules of the chosen\n" +
+				"kubespray release (pkg/kubespray, the same the SIMULATED kubespray applies), the facts cache\n" +
+				"shared by the operations of one step. It exits 1 on a change BPA refuses (naming the field and\n" +
+				"the rule) and on the first operation kubespray would refuse.\n\n" +
+				"--applied names the cluster as it is: a whole Provisioning (`kubectl get provisioning NAME -o\n" +
+				"yaml`), a document with its `status:`, a status with `applied:`, or just the applied object\n" +
+				"(hosts, kubesprayVersion, kubernetesVersion, settings). Without it, the status of CR.yaml is used.\n\n" +
+				"--live NAME reads the Provisioning (spec, annotations and status) through the current kubeconfig\n" +
+				"instead, and its BareMetalHosts (spec.bareMetalHostNamespace, else its namespace) unless --bmh\n" +
+				"names a file. IPs come from the hosts' NICs or --leases, not from the lease file on a node.\n\n" +
+				"-o DIR writes DIR/01-<playbook>/{argv.json,hosts.ini,vars.yaml,operation.json} and so on,\n" +
+				"numbered across the whole plan in operation order, and DIR/plan.json, to run real kubespray\n" +
+				"with (the argv's paths are the step's: -i /tmp/bpa/in/hosts.ini, or the inventory without the\n" +
+				"removed nodes under /tmp/bpa/run/, and -e @/tmp/bpa/in/extra-vars.yaml).",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				p, hosts, err := hf.resolve(cmd)
+				var p *bpav1.Provisioning
+				var bmhs []metal3v1.BareMetalHost
+				var err error
+				source := hf.bmhFile
+				switch {
+				case live != "" && (hf.crFile != "" || appliedFile != ""):
+					return &ExitError{Code: 1, Err: fmt.Errorf("--live reads the CR and its status from the cluster: give neither -f nor --applied")}
+				case live != "":
+					p, bmhs, source, err = readLive(cmd.Context(), clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), live, hf.bmhFile)
+				case hf.crFile == "" || hf.bmhFile == "":
+					return &ExitError{Code: 1, Err: fmt.Errorf("give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")}
+				default:
+					if p, err = readProvisioning(cmd.Context(), cmd, hf.crFile); err == nil {
+						bmhs, err = hostmatch.ReadBareMetalHostsFile(hf.bmhFile)
+					}
+				}
 				if err != nil {
-					return err
+					return &ExitError{Code: 1, Err: err}
 				}
-				plan, err := planOf(cmd, p, hosts)
-				if err != nil {
-					return &ExitError{Code: 1, Err: fmt.Errorf("%s: Provisioning %s: %w", hf.crFile, p.Name, err)}
+				if appliedFile != "" {
+					st, err := readApplied(appliedFile)
+					if err != nil {
+						return &ExitError{Code: 1, Err: err}
+					}
+					p.Status.Applied, p.Status.LastHandledRerun = st.Applied, st.LastHandledRerun
 				}
-				if outDir != "" {
-					return writePlan(outDir, plan)
-				}
-				return printPlan(cmd.OutOrStdout(), plan)
+				return runPlan(cmd, &hf, p, bmhs, source, outDir)
 			},
 		}
 		hf.register(cmd)
-		cmd.Flags().StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml)")
+		f := cmd.Flags()
+		for _, name := range []string{"file", "bmh"} { // --live needs neither
+			delete(f.Lookup(name).Annotations, cobra.BashCompOneRequiredFlag)
+		}
+		f.StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is: a Provisioning, its status, or its status.applied")
+		f.StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json)")
+		f.StringVar(&live, "live", "", "plan the Provisioning NAME as it is in the cluster (through the kubeconfig)")
+		f.StringVar(&rules.ExplicitPath, "kubeconfig", "", "with --live: path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+		f.StringVar(&overrides.CurrentContext, "context", "", "with --live: kubeconfig context to use")
+		f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "with --live: namespace of the CR (default: the context's)")
 		return cmd
 	})
+}
+
+// readLive reads the Provisioning name and its BareMetalHosts (or bmhFile's) with the
+// caller's own credentials.
+func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile string) (*bpav1.Provisioning, []metal3v1.BareMetalHost, string, error) {
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	p := &bpav1.Provisioning{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		return nil, nil, "", fmt.Errorf("Provisioning %s/%s: %w", ns, name, err)
+	}
+	if bmhFile != "" {
+		bmhs, err := hostmatch.ReadBareMetalHostsFile(bmhFile)
+		return p, bmhs, bmhFile, err
+	}
+	if p.Spec.BareMetalHostNamespace != "" {
+		ns = p.Spec.BareMetalHostNamespace
+	}
+	var list metal3v1.BareMetalHostList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, nil, "", fmt.Errorf("listing the BareMetalHosts of namespace %s: %w", ns, err)
+	}
+	return p, list.Items, "the BareMetalHosts of namespace " + ns, nil
+}
+
+// runPlan plans p, resolves its hosts among bmhs and prints or writes the plan.
+func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource, outDir string) error {
+	change, err := translator.PlanChange(p)
+	var refusal *translator.Refusal
+	if errors.As(err, &refusal) {
+		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: the change is refused and nothing would run: %s: %s (rule %s)",
+			p.Name, refusal.Field, refusal.Message, refusal.Reason)}
+	}
+	if err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
+	}
+	hosts, err := hf.match(cmd, p, bmhs, bmhSource)
+	if err != nil {
+		return err
+	}
+	plan, err := planOf(cmd, p, hosts, change)
+	if err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
+	}
+	if outDir != "" {
+		return writePlan(outDir, change, plan)
+	}
+	return printPlan(cmd.OutOrStdout(), change, plan)
+}
+
+// readApplied reads the cluster as it is from a whole Provisioning, a `status:` document, a
+// status, or an applied object, strictly: a misspelt field is an error, not a first creation.
+func readApplied(file string) (*bpav1.ProvisioningStatus, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("--applied %s: %w", file, err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(j, &doc); err != nil {
+		return nil, fmt.Errorf("--applied %s: want a YAML or JSON object: %w", file, err)
+	}
+	st := &bpav1.ProvisioningStatus{}
+	into, what := any(st), "a Provisioning status"
+	switch {
+	case doc["status"] != nil:
+		j = doc["status"]
+	case doc["applied"] == nil:
+		st.Applied = &bpav1.AppliedState{}
+		into, what = st.Applied, "a Provisioning's status.applied"
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return nil, fmt.Errorf("--applied %s: read as %s: %w", file, what, err)
+	}
+	if st.Applied == nil || len(st.Applied.Hosts) == 0 {
+		return nil, fmt.Errorf("--applied %s: no applied hosts (status.applied.hosts): the cluster would be created", file)
+	}
+	return st, nil
+}
+
+// plannedStep is a step of the plan with its operations as run-kubespray executes them.
+type plannedStep struct {
+	translator.Step
+	Operations []plannedOperation
 }
 
 // plannedOperation is one operation as run-kubespray executes it.
@@ -64,8 +212,9 @@ type plannedOperation struct {
 }
 
 // planOf builds the operations with the functions the steps use: render-inventory's
-// inventory.Render and ExtraVars, run-kubespray's Build, and the release's rules.
-func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus) ([]plannedOperation, error) {
+// inventory.Render and ExtraVars, run-kubespray's ForOperation, Build and the inventory
+// without the removed nodes, and the release's rules.
+func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *translator.ChangePlan) ([]plannedStep, error) {
 	opts, err := inventoryOptions(cmd, p, "", "")
 	if err != nil {
 		return nil, err
@@ -78,10 +227,6 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus)
 	if err != nil {
 		return nil, err
 	}
-	ops, err := translator.Plan(p)
-	if err != nil {
-		return nil, err
-	}
 	params, err := translator.ProvisioningParameters(p)
 	if err != nil {
 		return nil, err
@@ -90,35 +235,47 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus)
 	if err != nil {
 		return nil, err
 	}
-	data, err := inventory.NewData(hosts, opts.Flavor)
-	if err != nil {
-		return nil, err
-	}
-	groups := kubesprayGroups(data)
 	decoded, err := inventory.ReadVars(vars)
 	if err != nil {
 		return nil, err
 	}
-	cached := map[string]bool{} // the facts each earlier operation of the same container gathered
-	var out []plannedOperation
-	for i, op := range ops {
-		o, err := runkubespray.ForOperation(params, op)
-		if err != nil {
-			return nil, err
-		}
-		inv, err := runkubespray.Build(o, o.AnsiblePlaybook, nil)
-		if err != nil {
-			return nil, fmt.Errorf("operation %d (%s): %w", i+1, op.Playbook, err)
-		}
-		if errs := profile.CheckPlaybook(op, groups, decoded, patch, func(h string) bool { return cached[h] }); len(errs) > 0 {
-			return nil, fmt.Errorf("operation %d (%s): kubespray %s.%d would refuse it: %w", i+1, op.Playbook, profile.Minor, patch, errs[0])
-		}
-		if op.Playbook != kubespray.Reset {
-			for _, h := range groups.Hosts(op.Limit) {
-				cached[h] = true
+	var out []plannedStep
+	n := 0
+	for _, step := range change.Steps {
+		ps := plannedStep{Step: step}
+		cached := map[string]bool{} // the facts each earlier operation of the step's container gathered
+		for i, op := range step.Operations {
+			n++
+			o, err := runkubespray.ForOperation(params, op, i)
+			if err != nil {
+				return nil, err
 			}
+			inv, err := runkubespray.Build(o, o.AnsiblePlaybook, nil)
+			if err != nil {
+				return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
+			}
+			opIni := ini
+			if len(op.Without) > 0 {
+				if opIni, err = inventory.Without(ini, op.Without); err != nil {
+					return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
+				}
+			}
+			data, err := inventory.NewData(slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return slices.Contains(op.Without, h.Name) }), opts.Flavor)
+			if err != nil {
+				return nil, err
+			}
+			groups := kubesprayGroups(data)
+			if errs := profile.CheckPlaybook(op, groups, decoded, patch, func(h string) bool { return cached[h] }); len(errs) > 0 {
+				return nil, fmt.Errorf("operation %d (%s): kubespray %s.%d would refuse it: %w", n, op.Playbook, profile.Minor, patch, errs[0])
+			}
+			if op.Playbook != kubespray.Reset {
+				for _, h := range groups.Hosts(op.Limit) {
+					cached[h] = true
+				}
+			}
+			ps.Operations = append(ps.Operations, plannedOperation{Operation: op, Argv: inv.Args, Inventory: opIni, Vars: vars})
 		}
-		out = append(out, plannedOperation{Operation: op, Argv: inv.Args, Inventory: ini, Vars: vars})
+		out = append(out, ps)
 	}
 	return out, nil
 }
@@ -136,30 +293,63 @@ func kubesprayGroups(d inventory.Data) kubespray.Inventory {
 		"kube_node": names(d.Workers), "k8s_cluster": names(d.Hosts)}
 }
 
-func printPlan(w io.Writer, plan []plannedOperation) error {
-	for i, op := range plan {
-		quoted := make([]string, len(op.Argv))
-		for j, a := range op.Argv {
-			quoted[j] = sshexec.Quote(a)
+func printPlan(w io.Writer, change *translator.ChangePlan, plan []plannedStep) error {
+	fmt.Fprintf(w, "# Plan: %d step(s), to kubespray %s and Kubernetes %s\n", len(plan), change.KubesprayVersion, change.KubernetesVersion)
+	if len(plan) == 0 {
+		fmt.Fprintln(w, "# Nothing to do: the cluster is what the spec asks for.")
+	}
+	n := 0
+	for s, step := range plan {
+		fmt.Fprintf(w, "\n## Step %d/%d %s: %s\n", s+1, len(plan), step.Name, step.Reason)
+		if len(step.Nodes) > 0 {
+			fmt.Fprintf(w, "## nodes: %s\n", strings.Join(step.Nodes, ", "))
 		}
-		fmt.Fprintf(w, "# %d. %s: %s\n%s\n\n# hosts.ini (-i %s)\n%s\n# vars.yaml (-e @%s)\n%s\n", i+1, op.Playbook, op.Reason,
-			strings.Join(quoted, " "), runkubespray.DefaultOptions().Inventory, op.Inventory, runkubespray.DefaultOptions().ExtraVars, op.Vars)
+		if step.Removes() {
+			if step.AllowUngraceful {
+				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it (spec.nodeRemoval.allowUngraceful)")
+			} else {
+				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time stops the step (NodeUnreachable) before anything runs")
+			}
+		}
+		for _, op := range step.Operations {
+			n++
+			quoted := make([]string, len(op.Argv))
+			for j, a := range op.Argv {
+				quoted[j] = sshexec.Quote(a)
+			}
+			without := ""
+			if len(op.Without) > 0 {
+				without = ", without " + strings.Join(op.Without, ", ")
+			}
+			fmt.Fprintf(w, "\n# %d. %s: %s\n%s\n\n# hosts.ini (-i %s%s)\n%s\n# vars.yaml (-e @%s)\n%s\n", n, op.Playbook, op.Reason,
+				strings.Join(quoted, " "), op.Argv[2], without, op.Inventory, runkubespray.DefaultOptions().ExtraVars, op.Vars)
+		}
 	}
 	return nil
 }
 
-func writePlan(dir string, plan []plannedOperation) error {
-	for i, op := range plan {
-		d := filepath.Join(dir, kubespray.OperationDir(i, op.Operation))
-		if err := os.MkdirAll(d, 0o755); err != nil {
+func writePlan(dir string, change *translator.ChangePlan, plan []plannedStep) error {
+	files := map[string][]byte{}
+	n := 0
+	for _, step := range plan {
+		for _, op := range step.Operations {
+			d := kubespray.OperationDir(n, op.Operation)
+			n++
+			argv, _ := json.MarshalIndent(op.Argv, "", "  ")
+			operation, _ := json.MarshalIndent(op.Operation, "", "  ")
+			for name, data := range map[string][]byte{"argv.json": append(argv, '\n'), "hosts.ini": op.Inventory, "vars.yaml": op.Vars, "operation.json": append(operation, '\n')} {
+				files[filepath.Join(d, name)] = data
+			}
+		}
+	}
+	whole, _ := json.MarshalIndent(change, "", "  ")
+	files["plan.json"] = append(whole, '\n')
+	for name, data := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
-		argv, _ := json.MarshalIndent(op.Argv, "", "  ")
-		operation, _ := json.MarshalIndent(op.Operation, "", "  ")
-		for name, data := range map[string][]byte{"argv.json": append(argv, '\n'), "hosts.ini": op.Inventory, "vars.yaml": op.Vars, "operation.json": append(operation, '\n')} {
-			if err := os.WriteFile(filepath.Join(d, name), data, 0o644); err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return &ExitError{Code: 1, Err: err}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 
@@ -132,4 +133,54 @@ func groupList() string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
+}
+
+// hostLines calls f with the fields of each host line of ini (a line of a [group] section,
+// not of a [group:children] one) and its index among the lines.
+func hostLines(ini []byte, f func(i int, fields []string)) {
+	children := false
+	for i, line := range strings.Split(string(ini), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case line[0] == '[':
+			children = strings.HasSuffix(line, ":children]")
+		case !children:
+			f(i, strings.Fields(line))
+		}
+	}
+}
+
+// Without returns ini without every line that names one of hosts, in any section: the
+// inventory of a kubespray run after an earlier run removed those nodes
+// (docs/operations/nodes.md: remove the node from the inventory afterwards). The result is
+// checked again with CheckInventory.
+func Without(ini []byte, hosts []string) ([]byte, error) {
+	drop := map[int]bool{}
+	hostLines(ini, func(i int, fields []string) { drop[i] = slices.Contains(hosts, fields[0]) })
+	var kept []string
+	for i, line := range strings.Split(string(ini), "\n") {
+		if !drop[i] {
+			kept = append(kept, line)
+		}
+	}
+	out := []byte(strings.Join(kept, "\n"))
+	if err := CheckInventory(out, nil); err != nil {
+		return nil, fmt.Errorf("the inventory without %s: %w", strings.Join(hosts, ", "), err)
+	}
+	return out, nil
+}
+
+// Addresses maps each host of an inventory CheckInventory accepted to its ansible_host,
+// where Ansible connects to it.
+func Addresses(ini []byte) map[string]string {
+	out := map[string]string{}
+	hostLines(ini, func(_ int, fields []string) {
+		for _, kv := range fields[1:] {
+			if v, ok := strings.CutPrefix(kv, "ansible_host="); ok {
+				out[fields[0]] = v
+			}
+		}
+	})
+	return out
 }

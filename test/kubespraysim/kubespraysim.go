@@ -297,6 +297,21 @@ func Check(args []string) (*Play, error) {
 	return &Play{a: a, profile: profile, patch: patch, op: op, inv: inv, vars: vars, factsDir: factsDir}, nil
 }
 
+// CacheFacts stores the facts of the hosts the play runs on in the container's facts cache,
+// as every playbook but reset.yml gathers them (facts.yml).
+func (pl *Play) CacheFacts() error {
+	if pl.op.Playbook == kubespray.Reset {
+		return nil
+	}
+	for _, h := range pl.inv.groups.Hosts(pl.op.Limit) {
+		facts, _ := json.Marshal(map[string]any{"ansible_default_ipv4": map[string]string{"address": pl.inv.hosts[h]}})
+		if err := os.WriteFile(filepath.Join(pl.factsDir, h), facts, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
 	p, err := Check(args)
 	if err != nil {

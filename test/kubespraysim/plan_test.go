@@ -22,34 +22,45 @@ import (
 )
 
 // CheckPlanDir runs the SIMULATED kubespray's checks on each operation `bpa plan -o` wrote
-// to dir, in order and in one facts cache (one container), with the argv's in-pod paths
-// pointed at the files beside it. image picks the release.
+// to dir, in order, with the argv's in-pod paths pointed at the files beside it. Each fills
+// the facts cache as its run would; the operations of one step (plan.json) share it, as
+// they run in one container, and each step starts with an empty one. image picks the
+// release.
 func CheckPlanDir(t *testing.T, dir, image string) []string {
 	t.Helper()
 	ops, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9]-*"))
 	require.NoError(t, err)
 	require.NotEmpty(t, ops, "bpa plan wrote no operation")
+	var change translator.ChangePlan
+	data, err := os.ReadFile(filepath.Join(dir, "plan.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &change))
+	require.Len(t, ops, len(change.Operations()), "one directory per operation of plan.json")
 	t.Setenv(EnvImage, image)
-	t.Setenv(EnvFactsDir, t.TempDir())
 	t.Setenv(EnvRecordDir, "")
 	var names []string
-	for _, op := range ops {
-		data, err := os.ReadFile(filepath.Join(op, "argv.json"))
-		require.NoError(t, err)
-		var argv []string
-		require.NoError(t, json.Unmarshal(data, &argv))
-		require.Equal(t, "ansible-playbook", argv[0])
-		for i, a := range argv {
-			switch a {
-			case "/tmp/bpa/in/hosts.ini":
-				argv[i] = filepath.Join(op, "hosts.ini")
-			case "@/tmp/bpa/in/extra-vars.yaml":
-				argv[i] = "@" + filepath.Join(op, "vars.yaml")
+	for _, step := range change.Steps {
+		t.Setenv(EnvFactsDir, t.TempDir())
+		for range step.Operations {
+			op := ops[len(names)]
+			data, err := os.ReadFile(filepath.Join(op, "argv.json"))
+			require.NoError(t, err)
+			var argv []string
+			require.NoError(t, json.Unmarshal(data, &argv))
+			require.Equal(t, "ansible-playbook", argv[0])
+			for i, a := range argv {
+				switch {
+				case i > 0 && argv[i-1] == "-i": // hosts.ini, or the inventory without the removed nodes
+					argv[i] = filepath.Join(op, "hosts.ini")
+				case a == "@/tmp/bpa/in/extra-vars.yaml":
+					argv[i] = "@" + filepath.Join(op, "vars.yaml")
+				}
 			}
+			play, err := Check(argv[1:])
+			require.NoError(t, err, "%s", op)
+			require.NoError(t, play.CacheFacts())
+			names = append(names, filepath.Base(op))
 		}
-		_, err = Check(argv[1:])
-		require.NoError(t, err, "%s", op)
-		names = append(names, filepath.Base(op))
 	}
 	return names
 }
@@ -105,7 +116,7 @@ func TestExamplesPlanPassKubesprayRules(t *testing.T) {
 func TestPrintedPlan(t *testing.T) {
 	out, err := plan(t, "-f", "../../examples/provisioning-kud-plugins.yaml", "--bmh", "../../examples/bmh/provisioning-kud-plugins.yaml")
 	require.NoError(t, err)
-	i, j, k := strings.Index(out, "# 1. cluster: build the cluster on all 1 hosts\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'"),
+	i, j, k := strings.Index(out, "# 1. cluster: build the cluster on every host\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'"),
 		strings.Index(out, "# hosts.ini (-i /tmp/bpa/in/hosts.ini)\n"), strings.Index(out, "# vars.yaml (-e @/tmp/bpa/in/extra-vars.yaml)\n")
 	assert.True(t, i >= 0 && j > i && k > j, out)
 	assert.Contains(t, out, "\"kud_plugins\":\n  - !unsafe")

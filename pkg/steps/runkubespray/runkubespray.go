@@ -1,6 +1,8 @@
 // Package runkubespray is `bpa step run-kubespray`. It runs inside the kubespray image (an
 // init container copies the bpa binary in) and starts ansible-playbook on the inventory
-// and extra-vars file render-inventory wrote.
+// and extra-vars file render-inventory wrote: once per operation of the planned step
+// (--operations), in order, in this one container, so that the facts facts.yml caches under
+// /tmp serve the scale.yml after it.
 //
 // Every value is validated first, and the command line is a list of separate arguments
 // handed to execve: no shell ever sees it, so no value can become a command. The SSH
@@ -10,11 +12,13 @@
 package runkubespray
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +33,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 )
 
@@ -50,6 +55,13 @@ type Options struct {
 	// checks them.
 	Limit        string
 	PlaybookVars string
+	// Operations is a JSON file with the kubespray operations to run in order (the planned
+	// step's, translator.Step.Operations). When set it replaces Playbook, Limit and
+	// PlaybookVars.
+	Operations string
+	// AllowUngraceful lets a remove-node operation remove a node it cannot reach, without
+	// draining or resetting it (spec.nodeRemoval.allowUngraceful).
+	AllowUngraceful bool
 	// AnsiblePlaybook is the program: a name looked up in PATH, or an absolute path.
 	AnsiblePlaybook string
 }
@@ -84,6 +96,8 @@ func Command() *cobra.Command {
 			f.StringVar(&o.KubesprayImage, "kubespray-image", d.KubesprayImage, "the kubespray image this runs in: its tag picks the release's profile")
 			f.StringVar(&o.Limit, "limit", "", "--limit for ansible-playbook: comma-separated host or group names")
 			f.StringVar(&o.PlaybookVars, "playbook-vars", "", `the -e variables the playbook needs, as a JSON object (e.g. {"node":"w1","skip_confirmation":true})`)
+			f.StringVar(&o.Operations, "operations", "", "JSON list of the kubespray operations to run in order, in this container (replaces --playbook, --limit and --playbook-vars)")
+			f.BoolVar(&o.AllowUngraceful, "allow-ungraceful", false, "remove a node that cannot be reached over SSH without draining or resetting it; without it such a removal fails with NodeUnreachable")
 			f.StringVar(&o.AnsiblePlaybook, "ansible-playbook", d.AnsiblePlaybook, "ansible-playbook program: a name looked up in PATH, or an absolute path")
 		},
 		Run: func(ctx context.Context) error { return Run(ctx, o) },
@@ -134,6 +148,11 @@ func (o Options) Validate() error {
 	if err := checkPath("playbook", o.Playbook, playbook); err != nil {
 		return err
 	}
+	if o.Operations != "" {
+		if err := checkPath("operations", o.Operations, absPath); err != nil {
+			return err
+		}
+	}
 	if strings.Contains(o.AnsiblePlaybook, "/") {
 		if err := checkPath("ansible-playbook", o.AnsiblePlaybook, absPath); err != nil {
 			return err
@@ -162,21 +181,34 @@ func (o Options) hostKeyArgs() string {
 	return "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + o.KnownHosts
 }
 
-// ForOperation returns the options the WorkflowTemplate gives the step for op, from the
-// Workflow's parameters (translator.ProvisioningParameters): `bpa plan` builds its argv
-// with them, so what it prints is what the step runs.
-func ForOperation(params map[string]string, op kubespray.Operation) (Options, error) {
+// ForOperation returns the options the WorkflowTemplate gives the step for op, operation i
+// (from 0) of its step, from the Workflow's parameters (translator.ProvisioningParameters):
+// `bpa plan` builds its argv with them, so what it prints is what the step runs.
+func ForOperation(params map[string]string, op kubespray.Operation, i int) (Options, error) {
 	o := DefaultOptions()
 	o.KubesprayImage, o.SSHUser = params["kubespray-image"], params["ssh-user"]
 	if _, err := fmt.Sscan(params["ssh-port"], &o.SSHPort); err != nil {
 		return o, fmt.Errorf("ssh-port %q: %w", params["ssh-port"], err)
 	}
 	o.InsecureIgnoreHostKey = params["insecure-ignore-host-key"] == "true"
-	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
+	p, err := o.profile()
 	if err != nil {
 		return o, err
 	}
-	o.Playbook, o.Limit = p.Playbooks[op.Playbook], strings.Join(op.Limit, ",")
+	return o.forOperation(p, op, i, "/tmp")
+}
+
+// InventoryWithout is where the step writes the inventory of operation i (from 0) of its
+// step when the operation leaves hosts out (Operation.Without): under tmp, the container's
+// own /tmp, gone with it.
+func InventoryWithout(tmp string, i int) string {
+	return filepath.Join(tmp, "bpa", "run", fmt.Sprintf("%02d-hosts.ini", i+1))
+}
+
+// forOperation sets o's playbook, limit and variables to op's, and its inventory to the
+// filtered one when op leaves hosts out.
+func (o Options) forOperation(p *kubespray.Profile, op kubespray.Operation, i int, tmp string) (Options, error) {
+	o.Playbook, o.Limit, o.PlaybookVars = p.Playbooks[op.Playbook], strings.Join(op.Limit, ","), ""
 	if len(op.Vars) > 0 {
 		b, err := json.Marshal(op.Vars)
 		if err != nil {
@@ -184,14 +216,62 @@ func ForOperation(params map[string]string, op kubespray.Operation) (Options, er
 		}
 		o.PlaybookVars = string(b)
 	}
+	if len(op.Without) > 0 {
+		o.Inventory = InventoryWithout(tmp, i)
+	}
 	return o, nil
+}
+
+func (o Options) profile() (*kubespray.Profile, error) {
+	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
+	if err != nil {
+		return nil, fmt.Errorf("--kubespray-image %q: %w", o.KubesprayImage, err)
+	}
+	return p, nil
+}
+
+// maxOperations bounds --operations: a planned step runs at most a few.
+const maxOperations = 16
+
+// operations returns the release's profile and the operations to run: the --operations
+// list, or the one operation --playbook, --limit and --playbook-vars describe. Each is
+// checked against the release's profile.
+func (o Options) operations() (*kubespray.Profile, []kubespray.Operation, error) {
+	if o.Operations == "" {
+		p, op, err := o.Operation()
+		return p, []kubespray.Operation{op}, err
+	}
+	p, err := o.profile()
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := os.ReadFile(o.Operations)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--operations: %w", err)
+	}
+	// The file crossed an Argo parameter: nothing but the fields of an operation.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var ops []kubespray.Operation
+	if err := dec.Decode(&ops); err != nil {
+		return nil, nil, fmt.Errorf("--operations %s: want a JSON list of kubespray operations: %w", o.Operations, err)
+	}
+	if len(ops) == 0 || len(ops) > maxOperations {
+		return nil, nil, fmt.Errorf("--operations %s: want 1 to %d operations, got %d", o.Operations, maxOperations, len(ops))
+	}
+	for i, op := range ops {
+		if err := p.Validate(op); err != nil {
+			return nil, nil, fmt.Errorf("--operations %s: operation %d: %w", o.Operations, i+1, err)
+		}
+	}
+	return p, ops, nil
 }
 
 // Operation returns the kubespray release's profile and the operation o asks for.
 func (o Options) Operation() (*kubespray.Profile, kubespray.Operation, error) {
-	p, _, err := kubespray.ProfileForImage(o.KubesprayImage)
+	p, err := o.profile()
 	if err != nil {
-		return nil, kubespray.Operation{}, fmt.Errorf("--kubespray-image %q: %w", o.KubesprayImage, err)
+		return nil, kubespray.Operation{}, err
 	}
 	pb, ok := p.PlaybookOf(o.Playbook)
 	if !ok {
@@ -301,25 +381,93 @@ func (o Options) checkFiles() error {
 	return fmt.Errorf("known_hosts %s holds no host key: add the hosts' public keys to the SSH Secret under known_hosts, or set spec.ssh.insecureIgnoreHostKey", o.KnownHosts)
 }
 
-// Run validates everything, then runs ansible-playbook with the step's stdout and stderr.
+// Run validates everything, then runs ansible-playbook once per operation, in order, with
+// the step's stdout and stderr, and stops at the first that fails. Nothing runs unless every
+// operation's command line could be built.
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if _, err := os.Stat(o.Playbook); err != nil {
-		return fmt.Errorf("playbook: %w (the step runs in the kubespray checkout of the kubespray image)", err)
-	}
 	if err := o.checkFiles(); err != nil {
 		return err
+	}
+	p, ops, err := o.operations()
+	if err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if _, err := os.Stat(p.Playbooks[op.Playbook]); err != nil {
+			return fmt.Errorf("playbook: %w (the step runs in the kubespray checkout of the kubespray image)", err)
+		}
 	}
 	program, err := exec.LookPath(o.AnsiblePlaybook)
 	if err != nil {
 		return fmt.Errorf("--ansible-playbook: %w", err)
 	}
-	inv, err := Build(o, program, os.Environ())
+	ini, err := os.ReadFile(o.Inventory)
 	if err != nil {
 		return err
 	}
+	if ops, err = o.removals(ctx, ops, inventory.Addresses(ini)); err != nil {
+		return err
+	}
+	runs := make([]Invocation, len(ops))
+	for i, op := range ops {
+		oo, err := o.forOperation(p, op, i, os.TempDir())
+		if err != nil {
+			return err
+		}
+		if len(op.Without) > 0 {
+			if err := writeWithout(oo.Inventory, ini, op.Without); err != nil {
+				return fmt.Errorf("operation %d (%s): %w", i+1, op.Playbook, err)
+			}
+		}
+		if runs[i], err = Build(oo, program, os.Environ()); err != nil {
+			return fmt.Errorf("operation %d (%s): %w", i+1, op.Playbook, err)
+		}
+	}
+	for i, op := range ops {
+		fmt.Printf("operation %d/%d: playbook %s %s, because: %s; running %s\n", i+1, len(ops), p.Playbooks[op.Playbook], scope(op, o), reasonOf(op), strings.Join(runs[i].Args, " "))
+		if err := run(ctx, runs[i]); err != nil {
+			return fmt.Errorf("operation %d/%d (%s: %s): %w", i+1, len(ops), p.Playbooks[op.Playbook], reasonOf(op), err)
+		}
+	}
+	return nil
+}
+
+// scope says in words which hosts an operation runs on, and how.
+func scope(op kubespray.Operation, o Options) string {
+	s := "on every host of the inventory (no --limit)"
+	if len(op.Limit) > 0 {
+		s = "limited to " + strings.Join(op.Limit, ",")
+	}
+	if len(op.Without) > 0 {
+		s += ", the inventory without " + strings.Join(op.Without, ",")
+	}
+	return fmt.Sprintf("%s, as %s over SSH port %d", s, o.SSHUser, o.SSHPort)
+}
+
+func reasonOf(op kubespray.Operation) string {
+	if op.Reason == "" {
+		return "the step's flags ask for it"
+	}
+	return op.Reason
+}
+
+// writeWithout writes the inventory without the hosts an earlier operation removed.
+func writeWithout(path string, ini []byte, without []string) error {
+	out, err := inventory.Without(ini, without)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
+}
+
+// run runs one ansible-playbook invocation.
+func run(ctx context.Context, inv Invocation) error {
 	cmd := exec.CommandContext(ctx, inv.Path, inv.Args[1:]...)
 	cmd.Args[0] = inv.Args[0]
 	cmd.Env = inv.Env
@@ -329,16 +477,96 @@ func Run(ctx context.Context, o Options) error {
 	// On SIGTERM (the pod being stopped) let ansible-playbook stop its forks, then kill it.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 20 * time.Second
-	fmt.Printf("playbook %s on every host of inventory %s (no --limit), as %s over SSH port %d\n", o.Playbook, o.Inventory, o.SSHUser, o.SSHPort)
-	fmt.Printf("running %s\n", strings.Join(inv.Args, " "))
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return fmt.Errorf("ansible-playbook %s failed (%v): %s", o.Playbook, exit, tail.failure())
+			return fmt.Errorf("ansible-playbook %s failed (%v): %s", inv.Args[len(inv.Args)-1], exit, tail.failure())
 		}
 		return fmt.Errorf("running ansible-playbook: %w", err)
 	}
 	return nil
+}
+
+// probeTimeout bounds the login to a node a removal drains: a dead host must not hold the
+// step long.
+const probeTimeout = 10 * time.Second
+
+// removals checks that the nodes each remove-node operation drains and resets can be
+// reached, logging in over SSH as Ansible would (same key, known_hosts, user and port). A
+// node that cannot be reached cannot be drained or reset. With --allow-ungraceful it is
+// removed first, in an operation of its own with reset_nodes=false and
+// allow_ungraceful_removal=true (kubespray's procedure for a dead host), and the reachable
+// nodes after it with it left out of the inventory: remove-node.yml gathers every host's
+// facts when it resets nodes, which a dead host in the inventory would fail. Without it,
+// nothing runs.
+func (o Options) removals(ctx context.Context, ops []kubespray.Operation, addrs map[string]string) ([]kubespray.Operation, error) {
+	var out []kubespray.Operation
+	for _, op := range ops {
+		if op.Playbook != kubespray.Remove || op.Vars["allow_ungraceful_removal"] == true {
+			out = append(out, op)
+			continue
+		}
+		node, _ := op.Vars["node"].(string) // Validate made it a list of names
+		nodes := strings.Split(node, ",")
+		dead, why, err := o.unreachable(ctx, nodes, addrs)
+		if err != nil {
+			return nil, err
+		}
+		if len(dead) == 0 {
+			out = append(out, op)
+			continue
+		}
+		if !o.AllowUngraceful {
+			return nil, fmt.Errorf("NodeUnreachable: cannot reach node %s over SSH to drain and reset it before removal (%s); nothing was run. "+
+				"Bring the host back, or set spec.nodeRemoval.allowUngraceful: true to remove it without draining or resetting it",
+				strings.Join(dead, ", "), strings.Join(why, "; "))
+		}
+		ungraceful := kubespray.RemoveNodes(dead, true, fmt.Sprintf("%s cannot be reached: remove without draining or resetting (spec.nodeRemoval.allowUngraceful)", strings.Join(dead, ", ")))
+		for k, v := range op.Vars {
+			if strings.HasPrefix(k, "drain_") {
+				ungraceful.Vars[k] = v
+			}
+		}
+		ungraceful.Without = op.Without
+		out = append(out, ungraceful)
+		if alive := slices.DeleteFunc(nodes, func(n string) bool { return slices.Contains(dead, n) }); len(alive) > 0 {
+			graceful := op
+			graceful.Vars = maps.Clone(op.Vars)
+			graceful.Vars["node"] = strings.Join(alive, ",")
+			graceful.Without = append(slices.Clone(op.Without), dead...)
+			out = append(out, graceful)
+		}
+	}
+	return out, nil
+}
+
+// unreachable logs in to each node at once and returns those it could not reach, with why.
+func (o Options) unreachable(ctx context.Context, nodes []string, addrs map[string]string) (dead, why []string, err error) {
+	cfg := sshexec.Config{KeyFile: o.SSHKey, KnownHostsFile: o.KnownHosts, User: o.SSHUser, Port: o.SSHPort,
+		InsecureIgnoreHostKey: o.InsecureIgnoreHostKey, ConnectTimeout: probeTimeout}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		addr, ok := addrs[n]
+		if !ok {
+			return nil, nil, fmt.Errorf("operation remove-node: node %s is not in the inventory", n)
+		}
+		wg.Go(func() {
+			c, err := sshexec.Dial(ctx, addr, cfg)
+			if err == nil {
+				c.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			fmt.Printf("node %s (%s) cannot be reached: %v\n", nodes[i], addrs[nodes[i]], err)
+			dead, why = append(dead, nodes[i]), append(why, fmt.Sprintf("%s: %v", nodes[i], err))
+		}
+	}
+	return dead, why, nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

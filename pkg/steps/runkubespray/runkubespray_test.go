@@ -222,6 +222,7 @@ func TestCommandFlagsMatchTheWorkflowTemplate(t *testing.T) {
 	// The arguments bpa-provision's run-kubespray template passes.
 	require.NoError(t, cmd.ParseFlags([]string{"--inventory=/tmp/bpa/in/hosts.ini", "--extra-vars=/tmp/bpa/in/extra-vars.yaml",
 		"--ssh-key=/etc/bpa/ssh/ssh-privatekey", "--known-hosts=/etc/bpa/ssh/known_hosts", "--ssh-user=root", "--ssh-port=22",
-		"--insecure-ignore-host-key=false", "--playbook=cluster.yml"}))
+		"--insecure-ignore-host-key=false", "--operations=/tmp/bpa/in/operations.json", "--allow-ungraceful=true"}))
 	assert.Equal(t, "ansible-playbook", cmd.Flag("ansible-playbook").Value.String())
+	assert.Equal(t, "true", cmd.Flag("allow-ungraceful").Value.String())
 }

@@ -1,0 +1,249 @@
+package kubespraysim
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/cli"
+	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/test/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/rig"
+)
+
+// The hosts of examples/provisioning-by-mac.yaml as a run applied them (examples/bmh).
+var (
+	appliedMaster  = bpav1.HostStatus{Name: "master", Roles: []string{"master"}, Etcd: true, MAC: "00:c6:14:04:61:b2", IP: "127.0.1.11", BareMetalHost: "node-01"}
+	appliedWorker1 = bpav1.HostStatus{Name: "worker-1", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b1", IP: "127.0.1.12", BareMetalHost: "node-02"}
+	appliedWorker2 = bpav1.HostStatus{Name: "worker-2", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b2", IP: "127.0.1.13", BareMetalHost: "node-03"}
+)
+
+const day2BMH = "../../examples/bmh/provisioning-by-mac.yaml"
+
+// byMac is examples/provisioning-by-mac.yaml with the given workers and spec lines.
+func byMac(t *testing.T, workers []bpav1.HostStatus, extra string) (string, *bpav1.Provisioning) {
+	t.Helper()
+	cr := "apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: provisioning-sample\n  labels: {cluster: cluster-abc}\n" +
+		"spec:\n  masters:\n    - master: {mac-address: \"00:c6:14:04:61:b2\"}\n  workers:\n"
+	for _, w := range workers {
+		cr += "    - " + w.Name + ": {mac-address: \"" + w.MAC + "\"}\n"
+	}
+	file := filepath.Join(t.TempDir(), "cr.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(cr+extra), 0o644))
+	return file, readCR(t, file)
+}
+
+// appliedFile writes what the cluster is as a document of the given shape.
+func appliedFile(t *testing.T, shape string, p *bpav1.Provisioning, kube string, hosts ...bpav1.HostStatus) string {
+	t.Helper()
+	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: translator.SettingsDigest(&p.Spec)}
+	var doc any = applied
+	switch shape {
+	case "status":
+		doc = map[string]any{"status": bpav1.ProvisioningStatus{Applied: applied}}
+	case "provisioning":
+		q := p.DeepCopy()
+		q.Status.Applied, q.Status.Phase = applied, bpav1.PhaseSucceeded
+		doc = q
+	case "applied-in-status":
+		doc = bpav1.ProvisioningStatus{Applied: applied}
+	}
+	data, err := json.Marshal(doc)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "applied.json")
+	require.NoError(t, os.WriteFile(file, data, 0o644))
+	return file
+}
+
+func readJSON(t *testing.T, file string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, v))
+}
+
+// A worker added to a running cluster: facts.yml on every host, then scale.yml limited to
+// it, in one step (one container), whatever shape --applied has; the SIMULATED kubespray
+// accepts both in one facts cache.
+func TestPlanAddWorker(t *testing.T) {
+	cr, p := byMac(t, []bpav1.HostStatus{appliedWorker1, appliedWorker2}, "")
+	for _, shape := range []string{"applied", "status", "provisioning", "applied-in-status"} {
+		t.Run(shape, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, shape, p, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+			var argv []string
+			readJSON(t, filepath.Join(dir, "02-scale", "argv.json"), &argv)
+			assert.Equal(t, []string{"ansible-playbook", "-i", "/tmp/bpa/in/hosts.ini", "--private-key", "/etc/bpa/ssh/ssh-privatekey", "-u", "root", "-b",
+				"--limit", "worker-2", "-e", "@/tmp/bpa/in/extra-vars.yaml"}, argv[:12])
+			assert.Equal(t, "scale.yml", argv[len(argv)-1])
+			readJSON(t, filepath.Join(dir, "01-facts", "argv.json"), &argv)
+			assert.NotContains(t, argv, "--limit")
+			assert.Equal(t, "playbooks/facts.yml", argv[len(argv)-1])
+			var change translator.ChangePlan
+			readJSON(t, filepath.Join(dir, "plan.json"), &change)
+			require.Len(t, change.Steps, 1)
+			assert.Equal(t, translator.StepScaleWorkers, change.Steps[0].Name)
+			assert.Equal(t, []string{"worker-2"}, change.Steps[0].Nodes)
+		})
+	}
+
+	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1))
+	require.NoError(t, err)
+	for _, want := range []string{
+		"## Step 1/1 scale-workers: add worker worker-2\n## nodes: worker-2\n",
+		"\n# 1. facts: gather every host's facts for scale.yml's --limit\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'",
+		"\n# 2. scale: add worker worker-2\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini' '--private-key' '/etc/bpa/ssh/ssh-privatekey' '-u' 'root' '-b' '--limit' 'worker-2' ",
+		"worker-2 ansible_host=127.0.1.13 ip=127.0.1.13\n",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// A worker removed: remove-node.yml with kubespray's drain defaults, the node still in the
+// inventory, at the address it was applied with. Removed and added at once: the removal
+// first, and the additions on the inventory without the removed node.
+func TestPlanRemoveWorker(t *testing.T) {
+	cr, p := byMac(t, []bpav1.HostStatus{appliedWorker1}, "")
+	dir := t.TempDir()
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"01-remove-node"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+	var argv []string
+	readJSON(t, filepath.Join(dir, "01-remove-node", "argv.json"), &argv)
+	assert.Equal(t, []string{"-e", `{"drain_grace_period":300,"drain_retries":3,"drain_timeout":"360s","node":"worker-2","skip_confirmation":true}`}, argv[10:12])
+	assert.Equal(t, "remove-node.yml", argv[len(argv)-1])
+	ini, err := os.ReadFile(filepath.Join(dir, "01-remove-node", "hosts.ini"))
+	require.NoError(t, err)
+	assert.Contains(t, string(ini), "worker-2 ansible_host=127.0.1.13")
+
+	// spec.nodeRemoval's drain settings, and worker-1 leaves while worker-2 joins.
+	cr, p = byMac(t, []bpav1.HostStatus{appliedWorker2}, "  nodeRemoval: {drainGracePeriodSeconds: 30, drainTimeoutSeconds: 60, drainRetries: 1, allowUngraceful: true}\n")
+	dir = t.TempDir()
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"01-remove-node", "02-facts", "03-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+	readJSON(t, filepath.Join(dir, "01-remove-node", "argv.json"), &argv)
+	assert.Equal(t, `{"drain_grace_period":30,"drain_retries":1,"drain_timeout":"60s","node":"worker-1","skip_confirmation":true}`, argv[11])
+	assert.Equal(t, "/tmp/bpa/in/hosts.ini", argv[2])
+	for op, path := range map[string]string{"02-facts": "/tmp/bpa/run/01-hosts.ini", "03-scale": "/tmp/bpa/run/02-hosts.ini"} {
+		readJSON(t, filepath.Join(dir, op, "argv.json"), &argv)
+		assert.Equal(t, path, argv[2], "run-kubespray's inventory without worker-1, numbered in its step")
+		ini, err := os.ReadFile(filepath.Join(dir, op, "hosts.ini"))
+		require.NoError(t, err)
+		assert.NotContains(t, string(ini), "worker-1")
+		assert.Contains(t, string(ini), "worker-2 ansible_host=127.0.1.13")
+	}
+	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1))
+	require.NoError(t, err)
+	assert.Contains(t, out, "## Step 1/2 remove-workers: worker-1 leave the cluster\n## nodes: worker-1\n## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it")
+	assert.Contains(t, out, "# hosts.ini (-i /tmp/bpa/run/02-hosts.ini, without worker-1)\n")
+}
+
+// An upgrade of one minor runs upgrade-cluster.yml; a skipped minor is refused, naming the
+// field and the rule, and nothing is written.
+func TestPlanUpgrade(t *testing.T) {
+	workers := []bpav1.HostStatus{appliedWorker1, appliedWorker2}
+	cr, p := byMac(t, workers, "  kubernetes: {version: 1.32.5}\n")
+	dir := t.TempDir()
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.31.9", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"01-upgrade-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+	var op kubespray.Operation
+	readJSON(t, filepath.Join(dir, "01-upgrade-cluster", "operation.json"), &op)
+	assert.Equal(t, kubespray.Upgrade, op.Playbook)
+	assert.Contains(t, op.Reason, "1.31.9")
+	vars, err := os.ReadFile(filepath.Join(dir, "01-upgrade-cluster", "vars.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(vars), `"kube_version": !unsafe "1.32.5"`)
+
+	dir = t.TempDir()
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.30.4", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
+	var exit *cli.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 1, exit.Code)
+	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.kubernetes.version:")
+	assert.Contains(t, err.Error(), "(rule "+translator.ReasonSkippedMinor+")")
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries)
+}
+
+// --applied is read strictly: a misspelt field is an error, never a first creation.
+func TestPlanAppliedErrors(t *testing.T) {
+	cr, _ := byMac(t, []bpav1.HostStatus{appliedWorker1}, "")
+	for doc, want := range map[string]string{
+		`{"hosts":[{"name":"master","role":["master"]}]}`: `read as a Provisioning's status.applied: json: unknown field "role"`,
+		`{"status":{"aplied":{}}}`:                        `read as a Provisioning status: json: unknown field "aplied"`,
+		`{"applied":{"hosts":[]}}`:                        "no applied hosts (status.applied.hosts)",
+		`[1]`:                                             "want a YAML or JSON object",
+	} {
+		file := filepath.Join(t.TempDir(), "applied.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(doc), 0o644))
+		_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", file)
+		require.Error(t, err, doc)
+		assert.Contains(t, err.Error(), "--applied "+file+": ", doc)
+		assert.Contains(t, err.Error(), want, doc)
+	}
+}
+
+// `bpa plan --live` reads the CR, its status.applied and its BareMetalHosts from a real
+// apiserver with the caller's kubeconfig, and plans what the files give.
+func TestPlanLive(t *testing.T) {
+	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
+	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	require.NoError(t, err)
+	cr, p := byMac(t, []bpav1.HostStatus{appliedWorker1, appliedWorker2}, "")
+	applied := appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1)
+	bmhs, err := hostmatch.ReadBareMetalHostsFile(day2BMH)
+	require.NoError(t, err)
+	p.Namespace = r.Namespace
+	readJSON(t, applied, &p.Status.Applied)
+	status := p.Status
+	require.NoError(t, c.Create(ctx, p))
+	p.Status = status
+	require.NoError(t, c.Status().Update(ctx, p))
+	for _, h := range bmhs {
+		h.Namespace = r.Namespace
+		status := h.Status
+		require.NoError(t, c.Create(ctx, &h))
+		h.Status = status
+		require.NoError(t, c.Status().Update(ctx, &h))
+	}
+
+	want, got := t.TempDir(), t.TempDir()
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "-o", want)
+	require.NoError(t, err)
+	_, err = plan(t, "--live", p.Name, "-n", r.Namespace, "--kubeconfig", r.Kubeconfig, "-o", got)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, got, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+	for _, f := range []string{"plan.json", "01-facts/argv.json", "01-facts/hosts.ini", "02-scale/argv.json", "02-scale/hosts.ini", "02-scale/vars.yaml"} {
+		w, err := os.ReadFile(filepath.Join(want, f))
+		require.NoError(t, err)
+		g, err := os.ReadFile(filepath.Join(got, f))
+		require.NoError(t, err)
+		assert.Equal(t, string(w), string(g), f)
+	}
+
+	_, err = plan(t, "--live", "nope", "-n", r.Namespace, "--kubeconfig", r.Kubeconfig)
+	assert.ErrorContains(t, err, "Provisioning "+r.Namespace+"/nope: ")
+	_, err = plan(t, "--live", p.Name, "-f", cr, "--kubeconfig", r.Kubeconfig)
+	assert.ErrorContains(t, err, "--live reads the CR and its status from the cluster: give neither -f nor --applied")
+	_, err = plan(t, "-f", cr)
+	assert.ErrorContains(t, err, "give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")
+}
