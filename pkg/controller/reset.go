@@ -199,8 +199,9 @@ func ownedBy(wf *wfv1.Workflow, p *bpav1.Provisioning) bool {
 	return metav1.IsControlledBy(wf, p) || len(wf.OwnerReferences) == 0
 }
 
-// argoGone says whether err means the Workflow kind is not served: no mapping for it, or
-// the apiserver no longer knows the resource a cached mapping names.
+// argoGone says whether err means the Workflow kind is not served: no mapping for it, or,
+// when Argo's CRD is deleted while the controller runs, a 404 for the resource its cached
+// mapping names (a list never answers NotFound otherwise).
 func argoGone(err error) bool {
 	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
 }

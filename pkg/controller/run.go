@@ -413,11 +413,11 @@ func (r *runReconciler) reconcileDelete(ctx context.Context, obj runObject) (ctr
 
 // deleteWorkflows removes the CR's Workflows and their staged kubeconfigs. Owner references
 // would do it too, but only where a garbage collector runs; and if Argo is gone (no
-// Workflow kind any more) there is nothing to delete, so deletion never hangs on it.
+// Workflow kind any more, argoGone) there is nothing to delete, so deletion never hangs on it.
 func (r *runReconciler) deleteWorkflows(ctx context.Context, obj runObject) error {
 	list := &wfv1.WorkflowList{}
 	err := r.Reader.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{r.kind.nameLabel: obj.GetName()})
-	if meta.IsNoMatchError(err) {
+	if argoGone(err) {
 		return nil
 	}
 	if err != nil {
