@@ -70,6 +70,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 	r.kind.admit = func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
 		return admitProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning), cluster)
 	}
+	r.kind.reset = r.resetBeforeRelease
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel)), builder.WithPredicates(notCreatedByUs)).

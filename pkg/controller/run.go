@@ -66,6 +66,9 @@ type runKind struct {
 	report func(obj, before runObject)
 	// finalize removes what the CR's runs created, before the finalizer goes.
 	finalize func(ctx context.Context, obj runObject) error
+	// reset runs before the CR's Workflows are deleted and finalize releases its hosts;
+	// until it says done, the deletion waits (Provisioning: spec.deletionPolicy Reset).
+	reset func(ctx context.Context, obj runObject, res *ctrl.Result) (done bool, err error)
 }
 
 type runReconciler struct {
@@ -84,7 +87,7 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, obj)
+		return r.reconcileDelete(ctx, obj)
 	}
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		// An update, not a patch: the apiserver need not render the stored object and
@@ -424,36 +427,46 @@ func (r *runReconciler) workflows(ctx context.Context, obj runObject) ([]wfv1.Wo
 	return items, nil
 }
 
-func (r *runReconciler) reconcileDelete(ctx context.Context, obj runObject) error {
+func (r *runReconciler) reconcileDelete(ctx context.Context, obj runObject) (ctrl.Result, error) {
+	var res ctrl.Result
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		return nil
+		return res, nil
+	}
+	if r.kind.reset != nil {
+		if done, err := r.kind.reset(ctx, obj, &res); err != nil || !done {
+			return res, err
+		}
 	}
 	if err := r.deleteWorkflows(ctx, obj); err != nil {
-		return err
+		return res, err
 	}
 	if r.kind.finalize != nil {
 		if err := r.kind.finalize(ctx, obj); err != nil {
-			return err
+			return res, err
 		}
 	}
 	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 	controllerutil.RemoveFinalizer(obj, Finalizer)
-	return client.IgnoreNotFound(r.Patch(ctx, obj, patch))
+	return res, client.IgnoreNotFound(r.Patch(ctx, obj, patch))
 }
 
 // deleteWorkflows removes the CR's Workflows and their staged kubeconfigs. Owner references
 // would do it too, but only where a garbage collector runs; and if Argo is gone (no
-// Workflow kind any more) there is nothing to delete, so deletion never hangs on it.
+// Workflow kind any more, argoGone) there is nothing to delete, so deletion never hangs on it.
 func (r *runReconciler) deleteWorkflows(ctx context.Context, obj runObject) error {
 	list := &wfv1.WorkflowList{}
 	err := r.Reader.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{r.kind.nameLabel: obj.GetName()})
-	if meta.IsNoMatchError(err) {
+	if argoGone(err) {
 		return nil
 	}
-	wfs := list.Items
 	if err != nil {
 		return err
 	}
+	return r.deleteEach(ctx, list.Items)
+}
+
+// deleteEach deletes the Workflows wfs and their staged kubeconfigs.
+func (r *runReconciler) deleteEach(ctx context.Context, wfs []wfv1.Workflow) error {
 	for i := range wfs {
 		if err := r.Delete(ctx, &wfs[i], client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
 			return err

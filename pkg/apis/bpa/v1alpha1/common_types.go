@@ -18,8 +18,9 @@ const (
 	// DeleteNodesAnnotation names, comma-separated, the pool members a scale-down removes
 	// first (Cluster API's delete-machine, on the Provisioning since nodes have no object).
 	DeleteNodesAnnotation = "bpa.akraino.org/delete-nodes"
-	// SkipResetAnnotation lets a Provisioning with deletionPolicy Reset be deleted without
-	// resetting its hosts (when Argo is gone, or the reset keeps failing).
+	// SkipResetAnnotation, set to "true", lets a Provisioning with deletionPolicy Reset be
+	// deleted without resetting its hosts (when Argo is gone, or the reset keeps failing);
+	// it also stops waiting for a reset that runs. Any other value is reported and ignored.
 	SkipResetAnnotation = "bpa.akraino.org/skip-reset"
 
 	// Labels BPA puts on the Workflows it creates, and that `argo submit --from` runs carry

@@ -280,8 +280,9 @@ type ProvisioningSpec struct {
 
 	// DeletionPolicy says what deleting this Provisioning does to the cluster: Retain
 	// leaves it running and only releases the hosts; Reset runs kubespray's reset.yml on
-	// every host first. If the reset cannot run, deletion waits with a condition saying why;
-	// the bpa.akraino.org/skip-reset annotation lets it go without resetting.
+	// every host first, and releases them once it succeeded. While it runs, or if it cannot
+	// run or failed, deletion waits with the condition Deleting saying why;
+	// the annotation bpa.akraino.org/skip-reset: "true" lets it go without resetting.
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
