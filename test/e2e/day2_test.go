@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,6 +24,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
 )
 
 // ---- scenario j: day 2 on one cluster, one change after another ----
@@ -211,6 +211,28 @@ func limitOf(t *testing.T, run string) string {
 	return ""
 }
 
+// hostLogs reads every d2 machine's SIMULATED kubespray log: what each run changed on it.
+func (d *day2) hostLogs(t *testing.T) map[string][]kubespraysim.Entry {
+	out := map[string][]kubespraysim.Entry{}
+	for name, h := range d.hosts {
+		entries, err := kubespraysim.HostLog(d.Machine(h.Status.HardwareDetails.NIC[0].IP).KubernetesDir())
+		require.NoError(t, err)
+		out[name] = entries
+	}
+	return out
+}
+
+// touched lists, per machine, what the runs since before did to it.
+func (d *day2) touched(t *testing.T, before map[string][]kubespraysim.Entry) map[string][]string {
+	out := map[string][]string{}
+	for name, entries := range d.hostLogs(t) {
+		for _, e := range entries[len(before[name]):] {
+			out[name] = append(out[name], e.Playbook+": "+e.Did)
+		}
+	}
+	return out
+}
+
 func (d *day2) claimed(t *testing.T) []string {
 	var list metal3v1.BareMetalHostList
 	require.NoError(t, d.Client.List(d.ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabels{bpav1.HostClaimLabel: "d2"}))
@@ -230,26 +252,31 @@ func (d *day2) addWorker(t *testing.T) {
 	require.NoError(t, d.Client.Create(d.ctx, sw))
 	first := d.waitSoftware(t, sw.Name, 1, "")
 
-	before := len(d.kubesprayRuns(t))
+	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
 	p, plan := d.edit(t, func(p *bpav1.Provisioning) {
 		p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{"d2w2": {MACAddress: d.hosts["d2w2"].Spec.BootMACAddress}})
 	})
 	assert.Contains(t, plan, "scale-workers")
-	assert.Contains(t, plan, "--limit d2w2")
+	assert.Contains(t, plan, "'--limit' 'd2w2'")
 	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
 	assert.Equal(t, []string{"facts", "scale"}, d.runsSince(t, before))
-	assert.Equal(t, "d2w2", limitOf(t, d.kubesprayRuns(t)[before+1]), "scale.yml touches the new host only")
+	assert.Equal(t, "d2w2", limitOf(t, d.kubesprayRuns(t)[before+1]), "scale.yml is limited to the new host")
+	assert.Equal(t, map[string][]string{"d2w2": {"scale.yml: joined, kubelet v1.30.4"}}, d.touched(t, logs), "only the new host is touched")
 	assert.Equal(t, []bpav1.OperationStatus{{Name: "scale-workers", Playbooks: []string{"facts", "scale"}, Nodes: []string{"d2w2"}, Reason: "add worker d2w2", Phase: "Succeeded"}}, got.Status.Plan)
 	d.assertNodes(t, got, "v1.30.4")
 	// The new node gets the cluster's Software, and only it.
 	w2 := d.Machine(d.hosts["d2w2"].Status.HardwareDetails.NIC[0].IP)
 	d.waitSoftware(t, sw.Name, 1, first.Status.NodesHash)
 	assert.Len(t, installCalls(w2), 1, "d2w2 gets the Software")
+	// Done with Software: its runs take the cluster's lock, and one trying a dead host
+	// later would only delay the Provisioning's runs.
+	require.NoError(t, d.Client.Delete(d.ctx, sw))
+	d.waitGone(t, sw)
 }
 
 func (d *day2) scalePool(t *testing.T) {
 	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.WorkerPools[0].Replicas = 4 })
-	assert.Contains(t, plan, "--limit d2edge-3,d2edge-4")
+	assert.Contains(t, plan, "'--limit' 'd2edge-3,d2edge-4'")
 	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
 	assert.Contains(t, appliedNames(got), "d2edge-4")
 
@@ -275,6 +302,7 @@ func (d *day2) scalePool(t *testing.T) {
 func (d *day2) removeDeadWorker(t *testing.T) {
 	w2 := d.Machine(d.hosts["d2w2"].Status.HardwareDetails.NIC[0].IP)
 	w2.Stop()
+	logs := d.hostLogs(t)
 	p, _ := d.edit(t, func(p *bpav1.Provisioning) {
 		p.Spec.Workers = p.Spec.Workers[:1] // d2w1 only
 	})
@@ -291,6 +319,7 @@ func (d *day2) removeDeadWorker(t *testing.T) {
 	assert.NotContains(t, appliedNames(got), "d2w2")
 	d.assertNodes(t, got, "v1.30.4")
 	assert.NotContains(t, d.claimed(t), "d2-d2w2")
+	assert.Equal(t, []string{"remove-node.yml: removed ungracefully, not drained, Node deleted, not reset"}, d.touched(t, logs)["d2w2"])
 }
 
 func (d *day2) addMasters(t *testing.T) {
@@ -337,7 +366,7 @@ func (d *day2) upgrade(t *testing.T) {
 
 func (d *day2) failMidScale(t *testing.T) {
 	require.NoError(t, os.WriteFile(d.FailFile, []byte("scale\n"), 0o644))
-	before := len(d.kubesprayRuns(t))
+	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
 	p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.WorkerPools[0].Replicas = 4 })
 	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 	assert.Contains(t, failed.Status.Message, "scale-workers")
@@ -352,6 +381,11 @@ func (d *day2) failMidScale(t *testing.T) {
 	runs := d.runsSince(t, before)
 	assert.Equal(t, []string{"facts", "scale", "facts", "scale"}, runs, "only the failed step ran again")
 	assert.Contains(t, appliedNames(got), "d2edge-2", "the freed index is reused")
+	touched := d.touched(t, logs)
+	require.Len(t, touched, 1, "only the new member's host was changed: %v", touched)
+	for _, did := range touched {
+		assert.Equal(t, []string{"scale.yml: joined, kubelet v1.31.4"}, did, "joined once: the failed attempt changed nothing")
+	}
 	d.assertNodes(t, got, "v1.31.4")
 	assert.Len(t, got.Status.Operations, min(10, len(got.Status.Operations)))
 }
@@ -368,10 +402,6 @@ func (d *day2) deleteWithReset(t *testing.T) {
 	m1 := d.Machine(d.hosts["d2m1"].Status.HardwareDetails.NIC[0].IP)
 	_, err := os.Stat(filepath.Join(m1.KubernetesDir(), "admin.conf"))
 	assert.True(t, os.IsNotExist(err), "reset removed admin.conf: %v", err)
-	sw := &bpav1.Software{}
-	if err := d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: "d2"}, sw); !apierrors.IsNotFound(err) {
-		require.NoError(t, d.Client.Delete(d.ctx, sw))
-	}
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {

@@ -147,10 +147,14 @@ func (e *env) assertPlanIsWhatRan(t *testing.T, p *bpav1.Provisioning, ran []str
 
 // The stand-in kubelet has no mount namespace: it points the step's flags at the pod's own
 // directories. podPaths and inPodPath map those back to the paths the WorkflowTemplate mounts.
-var podPaths = regexp.MustCompile(`/tmp/bpa-kubelet-[^/]+/[^/]+/volumes/(input-artifacts/inventory|input-artifacts/extra-vars|ssh/)`)
+var podPaths = regexp.MustCompile(`/tmp/bpa-kubelet-[^/]+/[^/]+/(?:volumes/(input-artifacts/inventory|input-artifacts/extra-vars|ssh/)|(tmp/))`)
 
 func inPodPath(p string) string {
-	switch m := podPaths.FindStringSubmatch(p)[1]; m {
+	m := podPaths.FindStringSubmatch(p)
+	if m[2] != "" {
+		return "/tmp/" // the container's own /tmp ($TMPDIR), where run-kubespray writes the inventory without removed nodes
+	}
+	switch m[1] {
 	case "input-artifacts/inventory":
 		return "/tmp/bpa/in/hosts.ini"
 	case "input-artifacts/extra-vars":
