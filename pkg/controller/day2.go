@@ -37,9 +37,9 @@ func planOf(wf *wfv1.Workflow) *translator.ChangePlan {
 	return c
 }
 
-// provisioningSteps are the steps a Provisioning's Workflow runs: its plan's, or the
+// ProvisioningSteps are the steps a Provisioning's Workflow runs: its plan's, or the
 // create shape for a run without one.
-func provisioningSteps(wf *wfv1.Workflow) []string {
+func ProvisioningSteps(wf *wfv1.Workflow) []string {
 	if c := planOf(wf); c != nil {
 		return translator.StepsOf(c)
 	}

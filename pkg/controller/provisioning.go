@@ -55,7 +55,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 				return translator.Provisioning(obj.(*bpav1.Provisioning), o)
 			},
 			observe: observeProvisioning,
-			stepsOf: provisioningSteps,
+			stepsOf: ProvisioningSteps,
 			report: func(obj, before runObject) {
 				reportOperations(mgr.GetEventRecorderFor("bpa-controller"), obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
 			},

@@ -180,11 +180,12 @@ func phaseCell(phase string) cell {
 	return cell{phase, yellow}
 }
 
-func (t *Tree) steps() []string {
+// steps are a run's steps: a day-2 run's are its plan's.
+func (t *Tree) steps(wf *wfv1.Workflow) []string {
 	if t.Kind == KindSoftware {
 		return translator.SoftwareSteps
 	}
-	return translator.ProvisioningSteps
+	return controller.ProvisioningSteps(wf)
 }
 
 // renderRuns shows the current run in full, from its Workflow when it still exists and
@@ -206,7 +207,7 @@ func renderRuns(parent *node, t *Tree, run *bpav1.RunStatus, opts Options) {
 			earlier = append(earlier, *wf)
 			continue
 		}
-		o := controller.Observe(wf, t.steps())
+		o := controller.Observe(wf, t.steps(wf))
 		n := parent.add(append([]cell{{"Workflow " + clean(wf.Name), bold}}, runCells(o, opts.Now)...)...)
 		renderSteps(n, o, hostTimes(wf), opts.Now)
 		shown = true
@@ -235,7 +236,7 @@ func renderRuns(parent *node, t *Tree, run *bpav1.RunStatus, opts Options) {
 			n.add(cell{fmt.Sprintf("(%d more)", len(earlier)-i), dim})
 			break
 		}
-		o := controller.Observe(&wf, t.steps())
+		o := controller.Observe(&wf, t.steps(&wf))
 		n.add(append([]cell{{clean(wf.Name), plain}}, runCells(o, opts.Now)...)...)
 	}
 }
