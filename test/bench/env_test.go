@@ -66,7 +66,13 @@ type env struct {
 
 func newEnv(b *testing.B) *env {
 	b.Helper()
-	r := rig.ForTest(b, rig.Options{MinimalArgoCRDs: *minimalArgoCRDs})
+	return newEnvWith(b, rig.Options{MinimalArgoCRDs: *minimalArgoCRDs})
+}
+
+// newEnvWith is newEnv on a rig with the given options.
+func newEnvWith(b *testing.B, opts rig.Options) *env {
+	b.Helper()
+	r := rig.ForTest(b, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	must(b, bpatest.InstallCRDs(ctx, r.RESTConfig), "installing BPA's CRDs")
