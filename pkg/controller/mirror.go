@@ -27,7 +27,7 @@ func stepName(display string) string {
 
 // hostOutputSteps are the steps whose `hosts` output describes the chosen hosts, the most
 // complete (with IPs) first.
-var hostOutputSteps = []string{"render-inventory", "resolve-leases", "discover-hosts"}
+var hostOutputSteps = []string{"resolve-leases", "discover-hosts"}
 
 // Observation is what a Workflow says about a run, in BPA's terms.
 type Observation struct {

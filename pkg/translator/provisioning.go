@@ -120,7 +120,9 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 			"lease-source", wfParam("lease-source"), "lease-host-path", wfParam("lease-host-path"),
 			"lease-pod-spec-patch", wfParam("lease-pod-spec-patch"))
 	}
-	hosts := "{{tasks.render-inventory.outputs.parameters.hosts}}"
+	// verify and publish-kubeconfig read resolve-leases' hosts: render-inventory passing them
+	// through too would store the 1,000-host list twice more in a finished Workflow.
+	hosts := "{{tasks.resolve-leases.outputs.parameters.hosts}}"
 	tasks := []wfv1.DAGTask{
 		task("discover-hosts", t, "discover-hosts", "", "provisioning", cr, "generation", gen),
 		resolve,
