@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -76,32 +78,53 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 	}
 	logf("Provisioning %s: %d nodes placed on %d BareMetalHosts in namespace %s", p.Name, len(hosts), len(list.Items), ns)
 	logNotChosen(logf, me, hosts, list.Items)
-	for _, h := range hosts {
+	// Claims are independent patches: up to claimWorkers at once (a first run claims every
+	// host of a 1,000-node cluster). The log keeps node order.
+	lines := make([][]string, len(hosts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(claimWorkers)
+	for i, h := range hosts {
+		say := func(format string, args ...any) { lines[i] = append(lines[i], fmt.Sprintf(format, args...)) }
 		b := byName[h.BareMetalHost]
-		if h.Removing {
+		switch {
+		case h.Removing:
 			// Leaving the cluster: listed as applied (its host may be dead, or gone), kept
 			// claimed until the removal succeeds; the controller then releases it.
-			logf("node %s: leaves the cluster this run (BareMetalHost %s, IP %s)", h.Name, h.BareMetalHost, h.IP)
+			say("node %s: leaves the cluster this run (BareMetalHost %s, IP %s)", h.Name, h.BareMetalHost, h.IP)
+			continue
+		case me.Owns(b.Spec.ConsumerRef) && b.Labels[bpav1.HostClaimLabel] == cluster:
+			say("node %s: BareMetalHost %s/%s, already claimed by Provisioning %s", h.Name, ns, b.Name, p.Name)
 			continue
 		}
-		if me.Owns(b.Spec.ConsumerRef) && b.Labels[bpav1.HostClaimLabel] == cluster {
-			logf("node %s: BareMetalHost %s/%s, already claimed by Provisioning %s", h.Name, ns, b.Name, p.Name)
-			continue
+		g.Go(func() error {
+			legacy := me.LegacyClaim(b)
+			if err := claim(gctx, c, b, me); err != nil {
+				return err
+			}
+			if legacy {
+				msg := fmt.Sprintf("adopted BareMetalHost %s/%s: an earlier BPA claimed it for cluster %s with a label only; it now carries spec.consumerRef", ns, b.Name, cluster)
+				say("node %s: %s", h.Name, msg)
+				recordEvent(gctx, c, p, "AdoptedHostClaim", msg)
+				return nil
+			}
+			say("node %s: claimed BareMetalHost %s/%s for Provisioning %s (cluster %s)", h.Name, ns, b.Name, p.Name, cluster)
+			return nil
+		})
+	}
+	err = g.Wait()
+	for _, l := range lines {
+		for _, line := range l {
+			logf("%s", line)
 		}
-		legacy := me.LegacyClaim(b)
-		if err := claim(ctx, c, b, me); err != nil {
-			return nil, err
-		}
-		if legacy {
-			msg := fmt.Sprintf("adopted BareMetalHost %s/%s: an earlier BPA claimed it for cluster %s with a label only; it now carries spec.consumerRef", ns, b.Name, cluster)
-			logf("node %s: %s", h.Name, msg)
-			recordEvent(ctx, c, p, "AdoptedHostClaim", msg)
-			continue
-		}
-		logf("node %s: claimed BareMetalHost %s/%s for Provisioning %s (cluster %s)", h.Name, ns, b.Name, p.Name, cluster)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return hosts, nil
 }
+
+// claimWorkers bounds the claim patches in flight.
+const claimWorkers = 8
 
 // logNotChosen says why each host that was not chosen was left, beyond the foreign consumers
 // already reported: a person debugging a match wants every host accounted for.
