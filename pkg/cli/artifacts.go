@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
 func init() {
@@ -128,10 +129,10 @@ func init() {
 			},
 		}
 
-		var filesList, imagesList string
+		var filesList, imagesList, ksVersion, kubeVersion, arch string
 		check := &cobra.Command{
-			Use:   "check --files files.list --images images.list",
-			Short: "List which files and images of kubespray's lists (contrib/offline/generate_list.sh) the server lacks",
+			Use:   "check (--kubespray v2.28.0 [--kubernetes 1.32.5] | --files files.list --images images.list)",
+			Short: "List which files and images of a kubespray release's download table, or of kubespray's lists (contrib/offline/generate_list.sh), the server lacks",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				c, err := newClient(cmd)
@@ -139,6 +140,14 @@ func init() {
 					return err
 				}
 				var files, images []string
+				if cmd.Flags().Changed("kubespray") || cmd.Flags().Changed("kubernetes") {
+					// The same table run-kubespray's pre-flight reads (pkg/kubespray/downloads.go).
+					d, err := kubespray.DownloadsFor(ksVersion, kubeVersion, arch)
+					if err != nil {
+						return err
+					}
+					files, images = d.Files, d.Images
+				}
 				if filesList != "" {
 					if files, err = artifacts.ReadList(filesList); err != nil {
 						return err
@@ -164,6 +173,9 @@ func init() {
 		}
 		check.Flags().StringVar(&filesList, "files", "", "file URLs, one a line (kubespray's temp/files.list)")
 		check.Flags().StringVar(&imagesList, "images", "", "image references, one a line (kubespray's temp/images.list)")
+		check.Flags().StringVar(&ksVersion, "kubespray", "", "check what this kubespray release downloads for a default cluster (default "+kubespray.DefaultVersion+")")
+		check.Flags().StringVar(&kubeVersion, "kubernetes", "", "the Kubernetes version for --kubespray (default: the release's newest)")
+		check.Flags().StringVar(&arch, "arch", "amd64", "the nodes' architecture for --kubespray")
 		cmd.AddCommand(push, ls, rm, mirror, check)
 		return cmd
 	})

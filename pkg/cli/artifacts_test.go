@@ -121,6 +121,15 @@ func TestArtifactsCommands(t *testing.T) {
 	requireExit1(t, err, "1 of 2 artifacts missing")
 	assert.Equal(t, "missing file  dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubeadm\n", out)
 
+	// From kubespray v2.28.0's download table: all but the kubelet pushed above.
+	out, _, err = artifacts(ctx, "check", "--kubespray", "v2.28.0", "--kubernetes", "1.32.5")
+	requireExit1(t, err, "22 of 23 artifacts missing")
+	assert.NotContains(t, out, path)
+	assert.Contains(t, out, "missing file  github.com/etcd-io/etcd/releases/download/v3.5.16/etcd-v3.5.16-linux-amd64.tar.gz\n")
+	assert.Contains(t, out, "missing image registry.k8s.io/kube-apiserver:v1.32.5\n")
+	_, _, err = artifacts(ctx, "check", "--kubespray", "v2.28.0", "--kubernetes", "1.33.0")
+	assert.ErrorContains(t, err, "outside kubespray v2.28.0's range")
+
 	_, _, err = artifacts(ctx, "rm", path)
 	require.NoError(t, err)
 	out, _, err = artifacts(ctx, "ls")

@@ -128,6 +128,12 @@ func checkVars(vars map[string]any) error {
 		if err := CheckExtraVarName(root, k); err != nil {
 			return err
 		}
+		if t, ok := vars[k].(Template); ok {
+			if !kubespray.IsOfflineDownloadURL(k, string(t)) {
+				return field.Forbidden(root.Child(k), "a template BPA did not write: only BPA's own offline *_download_url templates are templated")
+			}
+			continue
+		}
 		if err := CheckExtraVarValue(root.Child(k), vars[k]); err != nil {
 			return err
 		}
@@ -208,6 +214,9 @@ func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
 		}
 		vars[KUDPluginsVar] = plugins
 	}
+	if err := addOffline(spec, vars); err != nil {
+		return nil, err
+	}
 	if err := checkVars(vars); err != nil {
 		return nil, err
 	}
@@ -222,10 +231,13 @@ const (
 	intTag    = "!!int"
 	floatTag  = "!!float"
 	strTag    = "!!str"
+	// templateTag marks a Template, which Ansible templates.
+	templateTag = "!!str"
 )
 
 // MarshalVars writes vars (decoded-JSON form) as a YAML mapping in which every string, at
-// any depth, is tagged !unsafe: Ansible then never templates it, whatever it holds.
+// any depth, is tagged !unsafe: Ansible then never templates it, whatever it holds. Only a
+// Template (BPA's own offline *_download_url) is tagged !!str.
 // Booleans and numbers keep their types (kubespray asserts that known booleans are real
 // booleans); keys are double-quoted, so "true" or "1" stays a string key. It checks nothing:
 // ExtraVars checks first, and CheckExtraVars checks what it reads back.
@@ -254,6 +266,8 @@ func varsNode(v any) (*yaml.Node, error) {
 	switch v := v.(type) {
 	case string:
 		return scalar(unsafeTag, v, yaml.TaggedStyle|yaml.DoubleQuotedStyle), nil
+	case Template:
+		return scalar(templateTag, string(v), yaml.TaggedStyle|yaml.DoubleQuotedStyle), nil
 	case bool:
 		return scalar(boolTag, fmt.Sprint(v), yaml.TaggedStyle), nil
 	case json.Number:
@@ -288,8 +302,8 @@ func varsNode(v any) (*yaml.Node, error) {
 
 // CheckExtraVars validates a vars file as run-kubespray receives it (it travels through an
 // Argo parameter): exactly the YAML MarshalVars writes (one mapping; every string tagged
-// !unsafe, every other scalar explicitly tagged bool, int or float; no anchors, aliases or
-// other tags) whose variables pass the same checks as extraVars at admission.
+// !unsafe, every other scalar explicitly tagged bool, int or float, a top-level variable
+// tagged !!str only for one of BPA's own templates; no anchors, aliases or other tags) whose variables pass the same checks as extraVars at admission.
 func CheckExtraVars(data []byte) error {
 	vars, err := ReadVars(data)
 	if err != nil {
@@ -338,6 +352,9 @@ func nodeValue(n *yaml.Node, depth int) (any, error) {
 		switch {
 		case n.Tag == unsafeTag:
 			return n.Value, nil
+		case n.Tag == templateTag && depth == 1:
+			// checkVars accepts only BPA's own templates, by variable name.
+			return Template(n.Value), nil
 		case n.Tag == boolTag && (n.Value == "true" || n.Value == "false"):
 			return n.Value == "true", nil
 		case n.Tag == intTag && intLiteral.MatchString(n.Value), n.Tag == floatTag && floatLiteral.MatchString(n.Value):

@@ -138,7 +138,7 @@ func TestCheckExtraVars(t *testing.T) {
 		`"a": "{{ lookup('pipe', 'id') }}"`:            "line 1: a value without an explicit tag (strings must be tagged !unsafe)",
 		`"a": [plain]`:                                 "a value without an explicit tag",
 		`"a": {"b": 'single'}`:                         "a value without an explicit tag",
-		`"a": !!str "x"`:                               "want a !unsafe string",
+		`"a": !!str "x"`:                               "a template BPA did not write",
 		`"a": !!bool yes`:                              "want a !unsafe string, or a !!bool",
 		`"a": !!int 0x1F`:                              "want a !unsafe string",
 		`"a": !!float .inf`:                            "want a !unsafe string",

@@ -408,6 +408,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage); err != nil {
+		return err
+	}
 	if ops, err = o.removals(ctx, ops, inventory.Addresses(ini)); err != nil {
 		return err
 	}

@@ -123,6 +123,18 @@ type KubesprayConfig struct {
 	ExtraVars map[string]apiextensionsv1.JSON `json:"extraVars,omitempty"`
 }
 
+// OfflineConfig names the artifact server of an air-gapped site.
+type OfflineConfig struct {
+	// URL is the server's base, https://host[:port]: files are read from URL/files/<original
+	// domain>/<path> and images from host[:port]/<original registry>/<repository>. The nodes
+	// must trust its certificate (their system trust store): kubespray has no variable that
+	// installs a CA, and BPA never turns verification off. It holds no path, quotes, braces
+	// or spaces, so the Jinja BPA writes around it reads nothing from it.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	URL string `json:"url"`
+}
+
 // Limits and syntax of kubespray.extraVars, shared by admission (config/admission/extravars.yaml),
 // `bpa lint` and the steps that write and read the vars file.
 const (
@@ -262,6 +274,11 @@ type ProvisioningSpec struct {
 	// Kubernetes chooses the Kubernetes release kubespray installs.
 	// +optional
 	Kubernetes *KubernetesConfig `json:"kubernetes,omitempty"`
+
+	// Offline points kubespray at an artifact server (`bpa serve`) for every file and image
+	// it downloads: render-inventory writes kubespray's offline variables itself.
+	// +optional
+	Offline *OfflineConfig `json:"offline,omitempty"`
 
 	// WorkerPools are groups of interchangeable workers, chosen by requirement and
 	// selector like a Cluster API MachineDeployment: scaling is editing replicas. Members
