@@ -327,6 +327,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := p.download(ctx, out); err != nil {
+		return err
+	}
 	pl.task("Gathering Facts")
 	if err := login(ctx, p.a, inv, logins, pl); err != nil {
 		return err
