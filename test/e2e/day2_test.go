@@ -118,16 +118,7 @@ func (d *day2) plan(t *testing.T, p *bpav1.Provisioning) string {
 	status, err := yaml.Marshal(map[string]any{"status": p.Status})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "status.yaml"), status, 0o644))
-	var bmhs metal3v1.BareMetalHostList
-	require.NoError(t, d.Client.List(d.ctx, &bmhs, client.InNamespace(d.Namespace)))
-	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{}}
-	for _, h := range bmhs.Items {
-		h.APIVersion, h.Kind, h.ManagedFields = "metal3.io/v1alpha1", "BareMetalHost", nil
-		list["items"] = append(list["items"].([]any), h)
-	}
-	data, err = json.Marshal(list)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bmh.json"), data, 0o644))
+	d.writeBareMetalHosts(t, filepath.Join(dir, "bmh.json"))
 	out, err := exec.CommandContext(d.ctx, d.BPA, "plan", "-f", filepath.Join(dir, "cr.yaml"), "--applied", filepath.Join(dir, "status.yaml"), "--bmh", filepath.Join(dir, "bmh.json")).CombinedOutput()
 	if err != nil {
 		return "REFUSED " + string(out)

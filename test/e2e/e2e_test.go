@@ -112,16 +112,7 @@ func (e *env) assertPlanIsWhatRan(t *testing.T, p *bpav1.Provisioning, ran []str
 	data, err := json.Marshal(cr)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cr.json"), data, 0o644))
-	var bmhs metal3v1.BareMetalHostList
-	require.NoError(t, e.Client.List(e.ctx, &bmhs, client.InNamespace(e.Namespace)))
-	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{}}
-	for _, h := range bmhs.Items {
-		h.APIVersion, h.Kind, h.ManagedFields = "metal3.io/v1alpha1", "BareMetalHost", nil
-		list["items"] = append(list["items"].([]any), h)
-	}
-	data, err = json.Marshal(list)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bmh.json"), data, 0o644))
+	e.writeBareMetalHosts(t, filepath.Join(dir, "bmh.json"))
 	out := filepath.Join(dir, "plan")
 	cmd := exec.CommandContext(e.ctx, e.BPA, "plan", "-f", filepath.Join(dir, "cr.json"), "--bmh", filepath.Join(dir, "bmh.json"), "-o", out)
 	msg, err := cmd.CombinedOutput()
@@ -143,6 +134,21 @@ func (e *env) assertPlanIsWhatRan(t *testing.T, p *bpav1.Provisioning, ran []str
 			assert.Equal(t, string(want), podPaths.ReplaceAllStringFunc(string(got), inPodPath), "%s of operation %d: bpa plan and the run differ", f, i+1)
 		}
 	}
+}
+
+// writeBareMetalHosts writes the site's BareMetalHosts as one List, the form `bpa plan --bmh`
+// reads (what `kubectl get bmh -o yaml` prints).
+func (e *env) writeBareMetalHosts(t *testing.T, path string) {
+	var bmhs metal3v1.BareMetalHostList
+	require.NoError(t, e.Client.List(e.ctx, &bmhs, client.InNamespace(e.Namespace)))
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{}}
+	for _, h := range bmhs.Items {
+		h.APIVersion, h.Kind, h.ManagedFields = "metal3.io/v1alpha1", "BareMetalHost", nil
+		list["items"] = append(list["items"].([]any), h)
+	}
+	data, err := json.Marshal(list)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
 }
 
 // The stand-in kubelet has no mount namespace: it points the step's flags at the pod's own

@@ -2,8 +2,6 @@ package kubespraysim
 
 import (
 	"context"
-	"encoding/pem"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,10 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/transport"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	bpainventory "github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
@@ -29,30 +25,17 @@ func TestOfflineDownloads(t *testing.T) {
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	artifactstest.InstallRoles(ctx, t, r)
-	token := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
-	auth, err := artifacts.NewAuth(r.RESTConfig, true)
-	require.NoError(t, err)
-	srv, err := artifacts.NewServer(ctx, artifacts.Options{Dir: t.TempDir(), Auth: auth, MaxSize: 1 << 30})
-	require.NoError(t, err)
-	ts := httptest.NewTLSServer(srv)
-	defer ts.Close()
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600))
-	t.Setenv("SSL_CERT_FILE", ca) // the nodes trust the server through their trust store
+	url, up := artifactstest.Server(ctx, t, r)
 
 	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
 	require.NoError(t, err)
-	tc := ts.Client()
-	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
-	up := &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
 	for _, f := range d.Files[1:] {
 		file := filepath.Join(t.TempDir(), "f")
 		require.NoError(t, os.WriteFile(file, []byte(f), 0o600))
 		_, err := up.Push(ctx, file, f)
 		require.NoError(t, err)
 	}
-	data, err := bpainventory.ExtraVars(&bpav1.ProvisioningSpec{Offline: &bpav1.OfflineConfig{URL: ts.URL}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}})
+	data, err := bpainventory.ExtraVars(&bpav1.ProvisioningSpec{Offline: &bpav1.OfflineConfig{URL: url}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}})
 	require.NoError(t, err)
 	vars, err := bpainventory.ReadVars(data)
 	require.NoError(t, err)

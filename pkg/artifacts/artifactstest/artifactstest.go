@@ -4,6 +4,8 @@ package artifactstest
 
 import (
 	"context"
+	"encoding/pem"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +17,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/transport"
 	"sigs.k8s.io/yaml"
+
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -56,4 +61,26 @@ func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return tr.Status.Token
+}
+
+// Server starts a real artifact server over HTTPS that reads anonymously, as a site's
+// nodes read it, and makes this process trust its certificate through the system trust
+// store (SSL_CERT_FILE), as nodes and the kubespray image do. It returns the server's URL
+// and a client that uploads with a real token of a ServiceAccount bound to config/serve's
+// bpa-artifacts-uploader.
+func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, *artifacts.Client) {
+	InstallRoles(ctx, t, r)
+	token := Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
+	auth, err := artifacts.NewAuth(r.RESTConfig, true)
+	require.NoError(t, err)
+	srv, err := artifacts.NewServer(ctx, artifacts.Options{Dir: t.TempDir(), Auth: auth, MaxSize: 1 << 30})
+	require.NoError(t, err)
+	ts := httptest.NewTLSServer(srv)
+	t.Cleanup(ts.Close)
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600))
+	t.Setenv("SSL_CERT_FILE", ca)
+	tc := ts.Client()
+	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
+	return ts.URL, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
 }

@@ -2,8 +2,6 @@ package runkubespray
 
 import (
 	"context"
-	"encoding/pem"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,10 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/transport"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
@@ -28,32 +24,17 @@ func TestOfflinePreflight(t *testing.T) {
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	artifactstest.InstallRoles(ctx, t, r)
-	token := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
-	auth, err := artifacts.NewAuth(r.RESTConfig, false)
-	require.NoError(t, err)
-	auth.AnonymousReads = true
-	srv, err := artifacts.NewServer(ctx, artifacts.Options{Dir: t.TempDir(), Auth: auth, MaxSize: 1 << 30})
-	require.NoError(t, err)
-	ts := httptest.NewTLSServer(srv)
-	defer ts.Close()
-	// The step's container trusts the server through its trust store; here, the test server's.
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600))
-	t.Setenv("SSL_CERT_FILE", ca)
+	url, up := artifactstest.Server(ctx, t, r)
 
 	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "kubelet")
 	require.NoError(t, os.WriteFile(file, []byte("kubelet"), 0o600))
-	tc := ts.Client()
-	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
-	up := &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
 	_, err = up.Push(ctx, file, "dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubelet")
 	require.NoError(t, err)
 
 	o, record := fixture(t, "0")
-	vars, err := inventory.ExtraVars(&bpav1.ProvisioningSpec{Offline: &bpav1.OfflineConfig{URL: ts.URL}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}})
+	vars, err := inventory.ExtraVars(&bpav1.ProvisioningSpec{Offline: &bpav1.OfflineConfig{URL: url}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(o.ExtraVars, vars, 0o644))
 	err = Run(ctx, o)
