@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/describe"
 )
@@ -167,4 +168,27 @@ func TestFetchNotFound(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(controller.Scheme()).Build()
 	_, err := describe.Fetch(context.Background(), c, describe.KindProvisioning, "bpa-system", "nope")
 	assert.EqualError(t, err, "Provisioning bpa-system/nope not found")
+}
+
+// TestRenderDayTwo: a Provisioning shows what its cluster is (status.applied), the last
+// operations newest first, and which hosts the run removes.
+func TestRenderDayTwo(t *testing.T) {
+	objs := loadObjects(t, filepath.Join("testdata", "provisioning.yaml"))
+	var p *bpav1.Provisioning
+	for _, o := range objs {
+		if x, ok := o.(*bpav1.Provisioning); ok {
+			p = x
+		}
+	}
+	require.NotNil(t, p)
+	p.Status.Hosts = append(p.Status.Hosts, bpav1.HostStatus{Name: "edge-2", Roles: []string{"worker"}, IP: "10.0.0.9", Removing: true})
+	p.Status.Applied = &bpav1.AppliedState{Hosts: p.Status.Hosts[:1], KubernetesVersion: "1.31.4", KubesprayVersion: "v2.28.0", Generation: 4}
+	p.Status.Operations = []bpav1.OperationRecord{
+		{Generation: 3, Name: "scale-workers", Nodes: []string{"edge-1", "edge-2"}, Workflow: "p-provision-3", Result: "Succeeded"},
+		{Generation: 4, Name: "remove-workers", Nodes: []string{"edge-2"}, Workflow: "p-provision-4", Result: "Failed"},
+	}
+	got := describeFixture(t, objs, describe.KindProvisioning, p.Name, false)
+	assert.Regexp(t, `Applied\s+1 nodes\s+Kubernetes 1\.31\.4\s+kubespray v2\.28\.0\s+generation 4`, got)
+	assert.Regexp(t, `(?s)Operations\n.*remove-workers\s+Failed\s+edge-2\s+generation 4.*\n.*scale-workers\s+Succeeded\s+edge-1,edge-2`, got)
+	assert.Regexp(t, `edge-2\s+worker \(removing\)\s+10\.0\.0\.9`, got)
 }

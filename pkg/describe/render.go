@@ -118,6 +118,9 @@ func renderTree(parent *node, t *Tree, opts Options) {
 		renderRuns(n, t, run, opts)
 		renderHosts(n, run.Hosts)
 	}
+	if p, ok := t.Object.(*bpav1.Provisioning); ok {
+		renderApplied(n, p.Status.Applied, p.Status.Operations)
+	}
 	renderPublished(n, t.Published)
 	for _, c := range t.Children {
 		renderTree(n, c, opts)
@@ -315,8 +318,30 @@ func renderHosts(parent *node, hosts []bpav1.HostStatus) {
 		if h.BareMetalHost != "" {
 			bmh = "BareMetalHost " + clean(h.BareMetalHost)
 		}
-		n.add(cell{clean(h.Name), plain}, cell{clean(strings.Join(h.Roles, ",")), plain}, cell{clean(h.IP), plain},
+		roles := clean(strings.Join(h.Roles, ","))
+		if h.Removing {
+			roles += " (removing)"
+		}
+		n.add(cell{clean(h.Name), plain}, cell{roles, plain}, cell{clean(h.IP), plain},
 			cell{clean(h.MAC), dim}, cell{bmh, dim})
+	}
+}
+
+// renderApplied shows what the cluster is (status.applied) and the last operations.
+func renderApplied(parent *node, a *bpav1.AppliedState, ops []bpav1.OperationRecord) {
+	if a != nil {
+		parent.add(cell{"Applied", bold}, cell{fmt.Sprintf("%d nodes", len(a.Hosts)), plain},
+			cell{clean("Kubernetes " + a.KubernetesVersion), plain}, cell{clean("kubespray " + a.KubesprayVersion), dim},
+			cell{fmt.Sprintf("generation %d", a.Generation), dim})
+	}
+	if len(ops) == 0 {
+		return
+	}
+	n := parent.add(cell{"Operations", bold})
+	for i := len(ops) - 1; i >= 0; i-- { // newest first
+		o := ops[i]
+		n.add(cell{clean(o.Name), plain}, phaseCell(o.Result), cell{clean(strings.Join(o.Nodes, ",")), plain},
+			cell{fmt.Sprintf("generation %d", o.Generation), dim}, cell{clean("Workflow " + o.Workflow), dim})
 	}
 }
 
