@@ -294,9 +294,11 @@ func (d *day2) removeDeadWorker(t *testing.T) {
 	w2 := d.Machine(d.hosts["d2w2"].Status.HardwareDetails.NIC[0].IP)
 	w2.Stop()
 	logs := d.hostLogs(t)
-	p, _ := d.edit(t, func(p *bpav1.Provisioning) {
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) {
 		p.Spec.Workers = p.Spec.Workers[:1] // d2w1 only
 	})
+	assert.Contains(t, plan, "remove-workers")
+	assert.Contains(t, plan, `"node":"d2w2"`)
 	stalled := &bpav1.Provisioning{}
 	d.waitFor(t, stalled, d.p.Name, func() bool {
 		c := findCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
@@ -358,7 +360,8 @@ func (d *day2) upgrade(t *testing.T) {
 func (d *day2) failMidScale(t *testing.T) {
 	require.NoError(t, os.WriteFile(d.FailFile, []byte("scale\n"), 0o644))
 	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
-	p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.WorkerPools[0].Replicas = 4 })
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.WorkerPools[0].Replicas = 4 })
+	assert.Contains(t, plan, "'--limit' 'd2edge-2'", "the freed index is reused")
 	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 	assert.Contains(t, failed.Status.Message, "scale-workers")
 	assert.NotContains(t, appliedNames(failed), "d2edge-5", "a node is applied only once the step that adds it succeeded")
@@ -382,7 +385,8 @@ func (d *day2) failMidScale(t *testing.T) {
 }
 
 func (d *day2) deleteWithReset(t *testing.T) {
-	p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.DeletionPolicy = bpav1.DeletionReset })
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.DeletionPolicy = bpav1.DeletionReset })
+	assert.Contains(t, plan, "0 step(s)", "a deletion policy changes nothing kubespray applies")
 	got := &bpav1.Provisioning{}
 	d.waitFor(t, got, d.p.Name, func() bool { return got.Status.ObservedGeneration == p.Generation }, "the policy change observed")
 	before := len(d.kubesprayRuns(t))
