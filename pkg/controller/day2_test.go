@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
@@ -84,4 +86,73 @@ func TestOperationsKeepTheLastTen(t *testing.T) {
 	require.Len(t, p.Status.Operations, maxOperations)
 	assert.Equal(t, "wf-c", p.Status.Operations[0].Workflow)
 	assert.Equal(t, "wf-l", p.Status.Operations[9].Workflow)
+}
+
+// finish marks the CR's Workflow name as ended in phase, every planned task with it, and
+// resolve-leases reporting hosts.
+func finish(t *testing.T, c client.Client, name string, phase wfv1.WorkflowPhase, hosts string) {
+	t.Helper()
+	wf := &wfv1.Workflow{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, wf))
+	np := wfv1.NodePhase(phase)
+	wf.Status = wfv1.WorkflowStatus{Phase: phase, StartedAt: at(0), FinishedAt: at(1), Nodes: wfv1.Nodes{
+		"r": withOutput(node("r", "resolve-leases", wfv1.NodeTypePod, wfv1.NodeSucceeded, 0), "hosts", hosts)}}
+	for _, s := range planOf(wf).Steps {
+		wf.Status.Nodes[s.Name] = node(s.Name, s.Name, wfv1.NodeTypePod, np, 0)
+	}
+	require.NoError(t, c.Update(context.Background(), wf))
+}
+
+func setSpec(t *testing.T, c client.Client, gen int64, workers ...string) {
+	t.Helper()
+	p := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, p))
+	p.Generation, p.Spec.Workers = gen, nil
+	for _, w := range workers {
+		p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{w: nil})
+	}
+	require.NoError(t, c.Update(context.Background(), p))
+}
+
+// TestPlansWaitForTheRunAndFoldItFirst: an edit made while a run is going is planned only
+// once that run has ended and been folded into status.applied, so reverting an edit mid-run
+// undoes it (a plan made against the cluster as it was would see nothing to do), and a run
+// that ended while nobody watched is never redone.
+func TestPlansWaitForTheRunAndFoldItFirst(t *testing.T) {
+	p := newProvisioning()
+	p.Spec.Workers = []bpav1.NodeEntry{{"w1": nil}}
+	r, c, _ := newTestReconciler(p)
+	reconcile(t, r)
+	finish(t, c, "p-provision-1", wfv1.WorkflowSucceeded, `[{"name":"m1","roles":["master"],"etcd":true,"ip":"10.0.0.1"},{"name":"w1","roles":["worker"],"ip":"10.0.0.2"}]`)
+	got := reconcile(t, r)
+	require.Equal(t, []string{"m1", "w1"}, hostNames(got.Status.Applied.Hosts))
+
+	// Generation 2 adds w2; while its run goes, generation 3 takes it back out.
+	setSpec(t, c, 2, "w1", "w2")
+	got = reconcile(t, r)
+	require.Equal(t, "p-provision-2", got.Status.Workflow.Name)
+	setSpec(t, c, 3, "w1")
+	got = reconcile(t, r)
+	assert.Equal(t, int64(2), got.Status.ObservedGeneration, "generation 3 is not planned while generation 2 runs")
+	assert.Equal(t, ReasonWaitingForRun, condition(got, bpav1.ConditionReconciling).Reason)
+
+	// Generation 2 ends (the controller looked away): it is folded in, then generation 3 is
+	// planned against it: w2 is removed, not left behind as "nothing to do".
+	finish(t, c, "p-provision-2", wfv1.WorkflowSucceeded, `[{"name":"m1","roles":["master"],"etcd":true,"ip":"10.0.0.1"},{"name":"w1","roles":["worker"],"ip":"10.0.0.2"},{"name":"w2","roles":["worker"],"ip":"10.0.0.3"}]`)
+	got = reconcile(t, r)
+	require.Equal(t, "p-provision-3", got.Status.Workflow.Name, "%+v %v", got.Status.Conditions, hostNames(got.Status.Applied.Hosts))
+	wf := &wfv1.Workflow{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p-provision-3"}, wf))
+	plan := planOf(wf)
+	require.Len(t, plan.Steps, 1)
+	assert.Equal(t, translator.StepRemoveWorkers, plan.Steps[0].Name)
+	assert.Equal(t, []string{"w2"}, plan.Steps[0].Nodes)
+}
+
+func hostNames(hs []bpav1.HostStatus) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Name)
+	}
+	return out
 }

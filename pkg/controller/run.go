@@ -115,6 +115,9 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	return res, err
 }
 
+// workflowKind is the kind part of a kind's Workflow names (translator.WorkflowName).
+var workflowKind = map[string]string{"Provisioning": "provision", "Software": "software"}
+
 // refusalRetry is how often a run refused for a reason BPA cannot watch is tried again.
 const refusalRetry = time.Minute
 
@@ -175,6 +178,12 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 	needRun := st.ObservedGeneration != gen || st.LastHandledRerun != rerun ||
 		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
 
+	if needRun && current != nil && st.Workflow != nil {
+		// Fold in what the last run did before planning the next: a run that ended while
+		// the controller was down, or while a newer generation waited, must count, or the
+		// next plan would redo its work.
+		r.mirror(obj, cluster, current)
+	}
 	if needRun {
 		started, err := r.startRun(ctx, obj, cluster, wfs, revision, rerun, res)
 		if err != nil || started == nil {
@@ -232,6 +241,14 @@ func (r *runReconciler) confirmGone(ctx context.Context, ns, name string) (bool,
 func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster string, wfs []wfv1.Workflow, revision, rerun string, res *ctrl.Result) (*wfv1.Workflow, error) {
 	st := obj.GetRunStatus()
 	gen := obj.GetGeneration()
+	// A run in progress finishes first, and only then is the next one planned: a plan made
+	// against a cluster that is still changing would be wrong (a spec edit reverted mid-run
+	// would otherwise read as "nothing to do" and the run would undo it).
+	if running := unfinished(wfs, translator.WorkflowName(obj.GetName(), workflowKind[r.kind.kind], gen, rerun, revision)); running != nil {
+		r.mirror(obj, cluster, running)
+		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, running.Name))
+		return nil, nil
+	}
 	opts := r.Options
 	opts.Revision = revision
 	wf, err := r.kind.translate(obj, opts)
@@ -256,12 +273,6 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		return nil, nil
 	}
 
-	// A run in progress finishes first: the next generation starts when it ends.
-	if running := unfinished(wfs, wf.Name); running != nil {
-		r.mirror(obj, cluster, running)
-		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, running.Name))
-		return nil, nil
-	}
 	if r.kind.admit != nil {
 		refusal, err := r.kind.admit(ctx, obj, cluster)
 		if err != nil {
@@ -395,7 +406,10 @@ func (r *runReconciler) workflowGone(obj runObject) {
 	setRunConditions(st, obj.GetGeneration(), ReasonWorkflowDeleted, msg)
 }
 
-// unfinished returns a Workflow other than name that is still running, if any.
+// unfinished returns a Workflow other than name that is still running, if any. name is the
+// Workflow the next run would create: one already there is adopted (or, if not this CR's,
+// refused) rather than waited for.
+
 func unfinished(wfs []wfv1.Workflow, name string) *wfv1.Workflow {
 	for i := range wfs {
 		if wfs[i].Name != name && !wfs[i].Status.Fulfilled() {

@@ -55,7 +55,7 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 		translate: func(obj runObject, o translator.Options) (*wfv1.Workflow, error) {
 			return translator.Provisioning(obj.(*bpav1.Provisioning), o)
 		},
-		observe: observeProvisioning,
+		observe: observeProvisioning, stepsOf: ProvisioningSteps,
 	}}
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, c, c, obj.(*bpav1.Provisioning))
