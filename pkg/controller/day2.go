@@ -14,6 +14,7 @@ import (
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,8 +52,11 @@ func ProvisioningSteps(wf *wfv1.Workflow) []string {
 // the set, a node removed is not), so a reconcile that sees the same Workflow again, or
 // one resumed by `argo retry`, changes nothing twice.
 func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
+	// Only a Workflow this Provisioning made says what its cluster is: anyone who may create
+	// Workflows can label one with the CR's name, but not make the CR its controller.
 	c := planOf(wf)
-	if c == nil {
+	if c == nil || !metav1.IsControlledBy(wf, p) {
+		seedApplied(p, o)
 		return
 	}
 	phase := map[string]bpav1.StepStatus{}
@@ -77,6 +81,16 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
 		a := p.Status.Applied
 		a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Generation = c.KubesprayVersion, c.KubernetesVersion, c.Settings, gen
 	}
+}
+
+// seedApplied gives a cluster built before BPA kept status.applied (or by a run without a
+// plan, `argo submit --from`) an applied state: the hosts of its last successful run. Its
+// versions and settings are unknown, so the next change also reconfigures every host.
+func seedApplied(p *bpav1.Provisioning, o Observation) {
+	if p.Status.Applied != nil || o.Phase != bpav1.PhaseSucceeded || len(o.Hosts) == 0 {
+		return
+	}
+	p.Status.Applied = &bpav1.AppliedState{Hosts: slices.DeleteFunc(slices.Clone(o.Hosts), func(h bpav1.HostStatus) bool { return h.Removing })}
 }
 
 // apply folds one succeeded step into status.applied. hosts are the run's hosts (with the
@@ -176,11 +190,12 @@ func abbreviate(names []string, n int) []string {
 
 // releaseRemoved clears the claims of hosts that left the cluster: claimed by this
 // Provisioning (its UID in spec.consumerRef) but neither applied nor chosen by the last run.
-// It acts only after a run succeeded, so a host whose removal failed stays claimed.
+// It acts only after a run succeeded, so a host whose removal failed stays claimed until a
+// later run succeeds.
 func releaseRemoved(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, hosts []bpav1.HostStatus) error {
-	if p.Status.Phase != bpav1.PhaseSucceeded || p.Status.Applied == nil || !slices.ContainsFunc(p.Status.Plan, func(s bpav1.OperationStatus) bool {
-		return s.Name == translator.StepRemoveWorkers || s.Name == translator.StepRemoveControlPlane
-	}) {
+	// After any successful run, not only one that removed something: a failed removal, or a
+	// failed addition scaled back, leaves claims that only a later run settles.
+	if p.Status.Phase != bpav1.PhaseSucceeded || p.Status.Applied == nil {
 		return nil
 	}
 	keep := map[string]bool{}

@@ -21,8 +21,10 @@ import (
 func planned(t *testing.T, c *translator.ChangePlan) *wfv1.Workflow {
 	raw, err := json.Marshal(c)
 	require.NoError(t, err)
+	yes := true
 	return &wfv1.Workflow{ObjectMeta: metav1.ObjectMeta{Name: "wf", Labels: map[string]string{translator.GenerationLabel: "3"},
-		Annotations: map[string]string{translator.PlanAnnotation: string(raw)}}}
+		Annotations:     map[string]string{translator.PlanAnnotation: string(raw)},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning", Name: "p", UID: "uid-p", Controller: &yes}}}}
 }
 
 // TestAppliedFollowsSucceededSteps: a node is applied once the step that adds it succeeded,
@@ -34,7 +36,7 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 			{Name: translator.StepRemoveWorkers, Nodes: []string{"w1"}, Operations: []kubespray.Operation{{Playbook: kubespray.Remove}}},
 			{Name: translator.StepScaleWorkers, Nodes: []string{"w3"}, Operations: []kubespray.Operation{{Playbook: kubespray.Facts}, {Playbook: kubespray.Scale}}},
 		}}
-	p := &bpav1.Provisioning{}
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p"}}
 	p.Status.Applied = &bpav1.AppliedState{KubesprayVersion: "v2.28.0", KubernetesVersion: "1.30.4", Settings: "old",
 		Hosts: []bpav1.HostStatus{{Name: "m1"}, {Name: "w1"}, {Name: "w2"}}}
 	hosts := []bpav1.HostStatus{{Name: "m1"}, {Name: "w1", Removing: true}, {Name: "w2"}, {Name: "w3", IP: "10.0.0.3"}}
@@ -76,6 +78,27 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 	reportOperations(rec, p, before)
 	require.Len(t, rec.Events, 1, "one event: the retried step now succeeded")
 	assert.Contains(t, <-rec.Events, "OperationSucceeded scale-workers succeeded (w3)")
+
+	// A Workflow this Provisioning did not make says nothing about its cluster, whatever its
+	// labels and plan say.
+	forged := planned(t, &translator.ChangePlan{Steps: []translator.Step{{Name: translator.StepRemoveWorkers, Nodes: []string{"m1", "w2", "w3"}}}})
+	forged.OwnerReferences = nil
+	observePlan(p, forged, Observation{Phase: bpav1.PhaseSucceeded, Hosts: hosts, Steps: []bpav1.StepStatus{{Name: translator.StepRemoveWorkers, Phase: "Succeeded"}}})
+	assert.Equal(t, []string{"m1", "w2", "w3"}, names(), "a forged plan removes nothing")
+}
+
+// TestLegacyClusterIsSeeded: a cluster built before status.applied existed gets the hosts of
+// its last successful run as its applied state, so its first day-2 edit is planned as a
+// change, not as a new cluster.
+func TestLegacyClusterIsSeeded(t *testing.T) {
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p"}}
+	o := Observation{Phase: bpav1.PhaseSucceeded, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}}, {Name: "w1", Roles: []string{"worker"}}}}
+	observePlan(p, &wfv1.Workflow{}, o)
+	require.NotNil(t, p.Status.Applied)
+	assert.Len(t, p.Status.Applied.Hosts, 2)
+	o.Hosts = o.Hosts[:1]
+	observePlan(p, &wfv1.Workflow{}, o)
+	assert.Len(t, p.Status.Applied.Hosts, 2, "seeded once, never overwritten by an unplanned run")
 }
 
 func TestOperationsKeepTheLastTen(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
@@ -24,8 +25,9 @@ import (
 //  1. remove-workers: remove-node.yml for the workers that leave;
 //  2. remove-control-plane: remove-node.yml for the masters that leave, then cluster.yml
 //     without them when an etcd member left (kubespray's docs/operations/nodes.md);
-//  3. add-control-plane: cluster.yml then upgrade-cluster.yml, both limited to
-//     etcd,kube_control_plane with ignore_assert_errors=yes (nodes.md);
+//  3. add-control-plane: with etcd members, cluster.yml then upgrade-cluster.yml, both limited
+//     to etcd,kube_control_plane with ignore_assert_errors=yes; without, cluster.yml on every
+//     host, so every node's apiserver proxy learns of the new control plane (nodes.md);
 //  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
 //     one container so scale.yml finds the facts cache (nodes.md);
 //  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release;
@@ -124,6 +126,7 @@ const (
 	ReasonEtcdReplacement    = "EtcdMembersAddedAndRemoved"
 	ReasonFirstControlPlane  = "FirstControlPlaneNode"
 	ReasonRoleChange         = "NodeRoleChange"
+	ReasonHostChange         = "NodeHostChange"
 )
 
 // Plan returns the kubespray operations a run of p executes, in order (ChangePlan's).
@@ -148,13 +151,29 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		return nil, fmt.Errorf("spec.kubespray.version: %w", err)
 	}
 	kube := profile.KubeMax[patch] // kube_version's default: the newest of kubelet_checksums
-	if p.Spec.Kubernetes != nil && p.Spec.Kubernetes.Version != "" {
-		if kube, err = kubespray.ParseKubeVersion(p.Spec.Kubernetes.Version); err != nil {
-			return nil, fmt.Errorf("spec.kubernetes.version: %w", err)
+	field, version := "spec.kubernetes.version", ""
+	if p.Spec.Kubernetes != nil {
+		version = p.Spec.Kubernetes.Version
+	}
+	if k := p.Spec.Kubespray; version == "" && k != nil && k.ExtraVars["kube_version"].Raw != nil {
+		// Set as a kubespray variable instead: the planner must see it too, or a downgrade
+		// would reach the nodes as a mere settings change.
+		field = "spec.kubespray.extraVars.kube_version"
+		if err := json.Unmarshal(k.ExtraVars["kube_version"].Raw, &version); err != nil {
+			return nil, fmt.Errorf("%s: want a version string such as 1.32.5", field)
+		}
+	}
+	if version != "" {
+		if kube, err = kubespray.ParseKubeVersion(version); err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 	}
 	_, release, _ := strings.Cut(params["kubespray-image"], ":")
-	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: SettingsDigest(&p.Spec)}
+	settings, err := SettingsDigest(&p.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: settings}
 
 	desired, err := hostmatch.Desired(p)
 	if err != nil {
@@ -171,12 +190,11 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if err := d.refuse(applied.Hosts); err != nil {
 		return nil, err
 	}
-	upgrade, err := versionChange(applied, plan, kube)
+	upgrade, err := versionChange(applied, plan, kube, field)
 	if err != nil {
 		return nil, err
 	}
 	if upgrade != "" && len(d.added)+len(d.removed) > 0 {
-		field := "spec.kubernetes.version"
 		if applied.KubesprayVersion != plan.KubesprayVersion {
 			field = "spec.kubespray.version"
 		}
@@ -207,7 +225,14 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if len(d.removedMasters) > 0 {
 		remove(StepRemoveControlPlane, d.removedMasters, d.removedEtcd)
 	}
-	if len(d.addedMasters) > 0 {
+	if len(d.addedMasters) > 0 && !d.addedEtcd {
+		// A control-plane node without etcd joins with cluster.yml on every host, so every
+		// node's apiserver proxy learns of it (docs/operations/nodes.md).
+		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
+		op := kubespray.CreateCluster(reason + " (cluster.yml on every host, so each node's apiserver proxy learns of it)")
+		op.Without = slices.Clone(gone)
+		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{op}})
+	} else if len(d.addedMasters) > 0 {
 		limit := []string{profile.Groups.Etcd, profile.Groups.ControlPlane}
 		vars := map[string]any{"ignore_assert_errors": "yes"}
 		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
@@ -268,21 +293,18 @@ func drainVars(r *bpav1.NodeRemoval) map[string]any {
 	return map[string]any{"drain_grace_period": int(grace), "drain_timeout": strconv.Itoa(int(timeout)) + "s", "drain_retries": int(retries)}
 }
 
-// SettingsDigest is a digest of what a change of runs cluster.yml on every node: the
-// kubespray variables, KUD plugins, pod subnet and inventory settings.
-func SettingsDigest(spec *bpav1.ProvisioningSpec) string {
-	s := struct {
-		Vars    any `json:"vars,omitempty"`
-		Plugins any `json:"plugins,omitempty"`
-		Subnet  any `json:"subnet,omitempty"`
-		Inv     any `json:"inventory,omitempty"`
-	}{Plugins: spec.KUDPlugins, Subnet: spec.PodSubnet, Inv: spec.Inventory}
-	if spec.Kubespray != nil {
-		s.Vars = spec.Kubespray.ExtraVars
+// SettingsDigest is a digest of what a change of runs cluster.yml on every node: the vars
+// file render-inventory writes (kubespray variables, plugins, subnet, offline settings,
+// kube_version) and the inventory settings. Digesting the rendered file rather than a list
+// of fields means a new setting cannot be forgotten here.
+func SettingsDigest(spec *bpav1.ProvisioningSpec) (string, error) {
+	vars, err := inventory.ExtraVars(spec)
+	if err != nil {
+		return "", err
 	}
-	b, _ := json.Marshal(s) // map keys sorted: the same digest every time
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	inv, _ := json.Marshal(spec.Inventory)
+	sum := sha256.Sum256(append(append(vars, 0), inv...))
+	return hex.EncodeToString(sum[:8]), nil
 }
 
 // nodeDiff is how the desired nodes differ from the applied ones.
@@ -318,7 +340,17 @@ func diff(applied []bpav1.HostStatus, desired []hostmatch.Node) nodeDiff {
 			} else {
 				d.addedWorkers = append(d.addedWorkers, n.Name)
 			}
-		case isRole(h, hostmatch.RoleMaster) != n.Master || h.Etcd != n.Etcd:
+		case n.MAC != "" && h.MAC != "" && n.MAC != h.MAC:
+			if d.refusal == nil {
+				d.refusal = &Refusal{"spec", ReasonHostChange, fmt.Sprintf("node %s runs on the host with MAC %s; the spec now names %s: a node cannot move to another host in place; remove it, then add the new host under a new name",
+					n.Name, h.MAC, n.MAC)}
+			}
+		case isRole(h, hostmatch.RoleMaster) && n.Master && h.Etcd != n.Etcd:
+			if d.refusal == nil {
+				d.refusal = &Refusal{"spec.masters", ReasonRoleChange, fmt.Sprintf("master %s %s an etcd member and would %s: kubespray cannot change etcd membership in place. The masters that run etcd must stay an odd number; with no etcd: on any master they are the largest odd number of masters in list order, so adding or removing one master can move another in or out. Mark the masters with etcd: true or false to keep %s as it is",
+					n.Name, map[bool]string{true: "is", false: "is not"}[h.Etcd], map[bool]string{true: "become one", false: "stop being one"}[n.Etcd], n.Name)}
+			}
+		case isRole(h, hostmatch.RoleMaster) != n.Master:
 			if d.refusal == nil {
 				d.refusal = &Refusal{"spec.masters", ReasonRoleChange, fmt.Sprintf("node %s is %s in the cluster and would become %s: kubespray cannot change a node's control-plane or etcd role in place; remove the node, then add it back under a new name",
 					n.Name, roleWords(isRole(h, hostmatch.RoleMaster), h.Etcd), roleWords(n.Master, n.Etcd))}
@@ -399,7 +431,7 @@ func (d nodeDiff) describe() string {
 
 // versionChange compares the applied releases with the plan's, and says what the upgrade
 // is ("" for none), or refuses it.
-func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray.KubeVersion) (string, error) {
+func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray.KubeVersion, kubeField string) (string, error) {
 	var what []string
 	if from := applied.KubesprayVersion; from != "" && from != plan.KubesprayVersion {
 		a, aok := releaseMinorPatch(from)
@@ -418,9 +450,9 @@ func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray
 		if err == nil {
 			switch {
 			case kube.Minor < a.Minor || kube.Minor == a.Minor && kube.Patch < a.Patch:
-				return "", &Refusal{"spec.kubernetes.version", ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
+				return "", &Refusal{kubeField, ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
 			case kube.Minor > a.Minor+1:
-				return "", &Refusal{"spec.kubernetes.version", ReasonSkippedMinor, fmt.Sprintf("the cluster runs Kubernetes %s; %s skips 1.%d, and upgrades go one minor at a time (docs/operations/upgrades.md): upgrade to 1.%d first", from, kube, a.Minor+1, a.Minor+1)}
+				return "", &Refusal{kubeField, ReasonSkippedMinor, fmt.Sprintf("the cluster runs Kubernetes %s; %s skips 1.%d, and upgrades go one minor at a time (docs/operations/upgrades.md): upgrade to 1.%d first", from, kube, a.Minor+1, a.Minor+1)}
 			}
 		}
 		what = append(what, fmt.Sprintf("Kubernetes %s → %s", from, kube))

@@ -154,14 +154,35 @@ func TestPlanDetails(t *testing.T) {
 		assert.Empty(t, ops[0].Limit)
 		assert.Equal(t, []string{"w2", "w3"}, ops[1].Limit)
 	})
-	t.Run("a control-plane node joins with kubespray's documented limit and ignore_assert_errors", func(t *testing.T) {
-		spec := "masters: [{m1: null}, {m2: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
+	t.Run("etcd members join with kubespray's documented limit and ignore_assert_errors", func(t *testing.T) {
+		spec := "masters: [{m1: null}, {m2: null}, {m3: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
 		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
 		require.NoError(t, err)
+		require.Len(t, c.Steps[0].Operations, 2)
 		for _, op := range c.Steps[0].Operations {
 			assert.Equal(t, []string{"etcd", "kube_control_plane"}, op.Limit)
 			assert.Equal(t, map[string]any{"ignore_assert_errors": "yes"}, op.Vars)
 		}
+	})
+	t.Run("a control-plane node without etcd joins with cluster.yml on every host", func(t *testing.T) {
+		spec := "masters: [{m1: {etcd: true}}, {m2: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
+		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"add-control-plane", []string{"m2"}, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
+		assert.Empty(t, c.Steps[0].Operations[0].Limit, "every node's apiserver proxy learns of it")
+	})
+	t.Run("kube_version set as a kubespray variable is planned like spec.kubernetes.version", func(t *testing.T) {
+		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubespray: {extraVars: {kube_version: 1.30.0}}"
+		_, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
+		var r *translator.Refusal
+		require.True(t, errors.As(err, &r), "a downgrade through extraVars is refused: %v", err)
+		assert.Equal(t, "spec.kubespray.extraVars.kube_version", r.Field)
+		assert.Equal(t, translator.ReasonDowngrade, r.Reason)
+	})
+	t.Run("spec.offline on a built cluster reconfigures every host", func(t *testing.T) {
+		c, err := translator.PlanChange(day2(t, base+"\noffline: {url: \"https://artifacts.example:8443\"}", appliedAs(t, base, m1, w1)))
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
 	})
 	t.Run("a rerun request with nothing changed reconfigures every host", func(t *testing.T) {
 		p := day2(t, base, appliedAs(t, base, m1, w1))
@@ -198,6 +219,10 @@ func TestPlanRefusals(t *testing.T) {
 			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonEtcdReplacement},
 		"a worker becomes a master": {"masters: [{m1: null}, {w1: {etcd: false}}]\nworkers: [{w2: null}]\nkubernetes: {version: 1.31.4}",
 			[]bpav1.HostStatus{m1, w1, host("w2", false, false)}, "spec.masters", translator.ReasonRoleChange},
+		"a master's etcd membership changes": {"masters: [{m1: null}, {m2: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
+			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonRoleChange},
+		"a node moves to another host": {"masters: [{m1: null}]\nworkers: [{w1: {mac-address: \"00:00:00:00:00:99\"}}]\nkubernetes: {version: 1.31.4}",
+			[]bpav1.HostStatus{m1, w1}, "spec", translator.ReasonHostChange},
 	} {
 		t.Run(name, func(t *testing.T) {
 			applied := appliedAs(t, base, tc.applied...)

@@ -47,7 +47,9 @@ func byMac(t *testing.T, workers []bpav1.HostStatus, extra string) (string, *bpa
 // appliedFile writes what the cluster is as a document of the given shape.
 func appliedFile(t *testing.T, shape string, p *bpav1.Provisioning, kube string, hosts ...bpav1.HostStatus) string {
 	t.Helper()
-	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: translator.SettingsDigest(&p.Spec)}
+	settings, err := translator.SettingsDigest(&p.Spec)
+	require.NoError(t, err)
+	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: settings}
 	var doc any = applied
 	switch shape {
 	case "status":

@@ -212,6 +212,18 @@ func TestRunRemovesUnreachableNodes(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, `{"drain_grace_period":30,"drain_retries":1,"drain_timeout":"60s","node":"w1","skip_confirmation":true}`, got[0].args[10])
 
+	// A host that answers but whose key is not the known one is not dead: refused, even with
+	// allowUngraceful, before anything runs.
+	o, runs = setup(true)
+	o.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
+	require.NoError(t, os.WriteFile(o.KnownHosts, []byte("127.0.1.60 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"), 0o644))
+	err = Run(context.Background(), o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "node w1 (127.0.1.60")
+	assert.Contains(t, err.Error(), "answers but cannot be logged in to")
+	assert.False(t, strings.HasPrefix(err.Error(), "NodeUnreachable"), err.Error())
+	assert.Empty(t, runs(), "nothing runs")
+
 	remove.Vars["node"] = "w9"
 	o, _ = setup(true)
 	assert.ErrorContains(t, Run(context.Background(), o), "operation remove-node: node w9 is not in the inventory")

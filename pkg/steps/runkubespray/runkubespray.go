@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -564,12 +565,27 @@ func (o Options) unreachable(ctx context.Context, nodes []string, addrs map[stri
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if err != nil {
+		switch {
+		case err == nil:
+		case !isNetworkFailure(err):
+			// A host that answers but fails the host-key check or refuses the key is not
+			// dead: removing it without a drain or reset would leave its kubelet running.
+			return nil, nil, fmt.Errorf("node %s (%s) answers but cannot be logged in to: %w; BPA removes a node without draining it only when it cannot be reached at all: fix the host key or credentials",
+				nodes[i], addrs[nodes[i]], err)
+		default:
 			fmt.Printf("node %s (%s) cannot be reached: %v\n", nodes[i], addrs[nodes[i]], err)
 			dead, why = append(dead, nodes[i]), append(why, fmt.Sprintf("%s: %v", nodes[i], err))
 		}
 	}
 	return dead, why, nil
+}
+
+// isNetworkFailure says whether err means the host could not be reached (refused, no route,
+// timed out), as opposed to an SSH-level refusal from a host that answered.
+func isNetworkFailure(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // tailBuffer keeps the last max bytes written to it.
