@@ -304,7 +304,7 @@ func printPlan(w io.Writer, change *translator.ChangePlan, plan []plannedStep) e
 		if len(step.Nodes) > 0 {
 			fmt.Fprintf(w, "## nodes: %s\n", strings.Join(step.Nodes, ", "))
 		}
-		if step.Removes() {
+		if step.Removes {
 			if step.AllowUngraceful {
 				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it (spec.nodeRemoval.allowUngraceful)")
 			} else {

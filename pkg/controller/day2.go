@@ -113,7 +113,7 @@ func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, h
 	case s.Name == translator.StepCreate:
 		a.Hosts = slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return h.Removing })
 		a.KubesprayVersion, a.KubernetesVersion, a.Settings = c.KubesprayVersion, c.KubernetesVersion, c.Settings
-	case s.Adds():
+	case s.Adds:
 		for _, n := range s.Nodes {
 			h, ok := byName[n]
 			if !ok {
@@ -127,7 +127,7 @@ func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, h
 			}
 		}
 		sort.Slice(a.Hosts, func(i, j int) bool { return a.Hosts[i].Name < a.Hosts[j].Name })
-	case s.Removes():
+	case s.Removes:
 		a.Hosts = slices.DeleteFunc(a.Hosts, func(h bpav1.HostStatus) bool { return slices.Contains(s.Nodes, h.Name) })
 	case s.Name == translator.StepUpgrade:
 		a.KubesprayVersion, a.KubernetesVersion, a.Settings = c.KubesprayVersion, c.KubernetesVersion, c.Settings

@@ -33,8 +33,8 @@ func planned(t *testing.T, c *translator.ChangePlan) *wfv1.Workflow {
 func TestAppliedFollowsSucceededSteps(t *testing.T) {
 	c := &translator.ChangePlan{KubesprayVersion: "v2.28.0", KubernetesVersion: "1.31.4", Settings: "new",
 		Steps: []translator.Step{
-			{Name: translator.StepRemoveWorkers, Nodes: []string{"w1"}, Operations: []kubespray.Operation{{Playbook: kubespray.Remove}}},
-			{Name: translator.StepScaleWorkers, Nodes: []string{"w3"}, Operations: []kubespray.Operation{{Playbook: kubespray.Facts}, {Playbook: kubespray.Scale}}},
+			{Name: translator.StepRemoveWorkers, Nodes: []string{"w1"}, Operations: []kubespray.Operation{{Playbook: kubespray.Remove}}, Removes: true},
+			{Name: translator.StepScaleWorkers, Nodes: []string{"w3"}, Operations: []kubespray.Operation{{Playbook: kubespray.Facts}, {Playbook: kubespray.Scale}}, Adds: true},
 		}}
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p"}}
 	p.Status.Applied = &bpav1.AppliedState{KubesprayVersion: "v2.28.0", KubernetesVersion: "1.30.4", Settings: "old",
@@ -81,7 +81,7 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 
 	// A Workflow this Provisioning did not make says nothing about its cluster, whatever its
 	// labels and plan say.
-	forged := planned(t, &translator.ChangePlan{Steps: []translator.Step{{Name: translator.StepRemoveWorkers, Nodes: []string{"m1", "w2", "w3"}}}})
+	forged := planned(t, &translator.ChangePlan{Steps: []translator.Step{{Name: translator.StepRemoveWorkers, Nodes: []string{"m1", "w2", "w3"}, Removes: true}}})
 	forged.OwnerReferences = nil
 	observePlan(p, forged, Observation{Phase: bpav1.PhaseSucceeded, Hosts: hosts, Steps: []bpav1.StepStatus{{Name: translator.StepRemoveWorkers, Phase: "Succeeded"}}})
 	assert.Equal(t, []string{"m1", "w2", "w3"}, names(), "a forged plan removes nothing")

@@ -23,11 +23,12 @@ import (
 //
 //  0. run-kubespray (first creation only): cluster.yml on every host;
 //  1. remove-workers: remove-node.yml for the workers that leave;
-//  2. remove-control-plane: remove-node.yml for the masters that leave, then cluster.yml
-//     without them when an etcd member left (kubespray's docs/operations/nodes.md);
-//  3. add-control-plane: with etcd members, cluster.yml then upgrade-cluster.yml, both limited
-//     to etcd,kube_control_plane with ignore_assert_errors=yes; without, cluster.yml on every
-//     host, so every node's apiserver proxy learns of the new control plane (nodes.md);
+//  2. remove-control-plane: remove-node.yml for the masters that leave, then, when an etcd
+//     member left, reconfigure-etcd: cluster.yml without them (docs/operations/nodes.md);
+//  3. add-control-plane: with etcd members, cluster.yml, then upgrade-control-plane:
+//     upgrade-cluster.yml, both limited to etcd,kube_control_plane with
+//     ignore_assert_errors=yes; without, cluster.yml on every host, so every node's apiserver
+//     proxy learns of the new control plane (nodes.md);
 //  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
 //     one container so scale.yml finds the facts cache (nodes.md);
 //  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release;
@@ -55,6 +56,10 @@ const (
 	StepRemoveWorkers      = "remove-workers"
 	StepRemoveControlPlane = "remove-control-plane"
 	StepAddControlPlane    = "add-control-plane"
+	// StepUpgradeControlPlane finishes adding etcd members (upgrade-cluster.yml, limited).
+	StepUpgradeControlPlane = "upgrade-control-plane"
+	// StepReconfigureEtcd runs cluster.yml on the remaining nodes after an etcd member left.
+	StepReconfigureEtcd = "reconfigure-etcd"
 	StepScaleWorkers       = "scale-workers"
 	StepUpgrade            = "upgrade"
 	StepReconfigure        = "reconfigure"
@@ -62,7 +67,7 @@ const (
 )
 
 // PlanSteps are the names every planned step may have, in plan order.
-var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepAddControlPlane, StepScaleWorkers, StepUpgrade, StepReconfigure}
+var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepScaleWorkers, StepUpgrade, StepReconfigure}
 
 // Step is one DAG task: kubespray operations run in order in one container.
 type Step struct {
@@ -74,15 +79,11 @@ type Step struct {
 	// AllowUngraceful lets the step remove a node it cannot reach without draining or
 	// resetting it (spec.nodeRemoval.allowUngraceful); only removal steps use it.
 	AllowUngraceful bool `json:"allowUngraceful,omitempty"`
+	// Adds: once this step succeeded its nodes are in the cluster (the last step of an
+	// addition); Removes: once it succeeded they are out.
+	Adds    bool `json:"adds,omitempty"`
+	Removes bool `json:"removes,omitempty"`
 }
-
-// Adds says whether the step adds its nodes to the cluster.
-func (s Step) Adds() bool {
-	return s.Name == StepCreate || s.Name == StepAddControlPlane || s.Name == StepScaleWorkers
-}
-
-// Removes says whether the step removes its nodes.
-func (s Step) Removes() bool { return s.Name == StepRemoveWorkers || s.Name == StepRemoveControlPlane }
 
 // Playbooks lists the playbooks the step runs.
 func (s Step) Playbooks() []string {
@@ -182,7 +183,7 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	applied := p.Status.Applied
 	if applied == nil || len(applied.Hosts) == 0 {
 		const reason = "build the cluster on every host"
-		plan.Steps = []Step{{Name: StepCreate, Reason: reason, Operations: []kubespray.Operation{kubespray.CreateCluster(reason)}}}
+		plan.Steps = []Step{{Name: StepCreate, Reason: reason, Operations: []kubespray.Operation{kubespray.CreateCluster(reason)}, Adds: true}}
 		return plan, nil
 	}
 
@@ -209,15 +210,16 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 			op.Vars[k] = v
 		}
 		op.Without = slices.Clone(gone)
-		ops := []kubespray.Operation{op}
 		gone = append(gone, nodes...)
-		reason := fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", "))
-		if etcd {
-			ops = append(ops, kubespray.Operation{Playbook: kubespray.Cluster, Without: slices.Clone(gone),
-				Reason: "an etcd member left: reconfigure the remaining nodes (docs/operations/nodes.md)"})
-		}
 		allow := p.Spec.NodeRemoval != nil && p.Spec.NodeRemoval.AllowUngraceful
-		plan.Steps = append(plan.Steps, Step{Name: name, Nodes: nodes, Reason: reason, Operations: ops, AllowUngraceful: allow})
+		plan.Steps = append(plan.Steps, Step{Name: name, Nodes: nodes, Reason: fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", ")),
+			Operations: []kubespray.Operation{op}, AllowUngraceful: allow, Removes: true})
+		if etcd {
+			// A task of its own: `argo retry` after it failed does not remove the nodes again.
+			const reason = "an etcd member left: reconfigure the remaining nodes (docs/operations/nodes.md)"
+			plan.Steps = append(plan.Steps, Step{Name: StepReconfigureEtcd, Reason: reason,
+				Operations: []kubespray.Operation{{Playbook: kubespray.Cluster, Without: slices.Clone(gone), Reason: reason}}})
+		}
 	}
 	if len(d.removedWorkers) > 0 {
 		remove(StepRemoveWorkers, d.removedWorkers, false)
@@ -231,15 +233,18 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
 		op := kubespray.CreateCluster(reason + " (cluster.yml on every host, so each node's apiserver proxy learns of it)")
 		op.Without = slices.Clone(gone)
-		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{op}})
+		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{op}, Adds: true})
 	} else if len(d.addedMasters) > 0 {
 		limit := []string{profile.Groups.Etcd, profile.Groups.ControlPlane}
 		vars := map[string]any{"ignore_assert_errors": "yes"}
 		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
-		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{
-			{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"},
-			{Playbook: kubespray.Upgrade, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"},
-		}})
+		// Two tasks, so `argo retry` after upgrade-cluster.yml failed does not install again;
+		// the nodes count as added once the second succeeded.
+		plan.Steps = append(plan.Steps,
+			Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason + ": install it", Operations: []kubespray.Operation{
+				{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"}}},
+			Step{Name: StepUpgradeControlPlane, Nodes: d.addedMasters, Reason: reason + ": reconfigure the control plane and etcd for it", Adds: true, Operations: []kubespray.Operation{
+				{Playbook: kubespray.Upgrade, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"}}})
 	}
 	if len(d.addedWorkers) > 0 {
 		reason := fmt.Sprintf("add worker %s", strings.Join(d.addedWorkers, ", "))
@@ -247,7 +252,7 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		facts.Without = slices.Clone(gone)
 		scale := kubespray.ScaleNodes(d.addedWorkers, reason)
 		scale.Without = slices.Clone(gone)
-		plan.Steps = append(plan.Steps, Step{Name: StepScaleWorkers, Nodes: d.addedWorkers, Reason: reason, Operations: []kubespray.Operation{facts, scale}})
+		plan.Steps = append(plan.Steps, Step{Name: StepScaleWorkers, Nodes: d.addedWorkers, Reason: reason, Operations: []kubespray.Operation{facts, scale}, Adds: true})
 	}
 	if upgrade != "" {
 		plan.Steps = append(plan.Steps, Step{Name: StepUpgrade, Reason: upgrade, Operations: []kubespray.Operation{kubespray.UpgradeCluster(upgrade)}})

@@ -91,12 +91,16 @@ masters: [{m1: null}, {m2: null}, {m3: null}]
 workers: [{w1: null}, {w2: null}]
 kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
 			[]wantStep{
-				{"add-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Cluster, kubespray.Upgrade}},
+				{"add-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Cluster}},
+				{"upgrade-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Upgrade}},
 				{"scale-workers", []string{"w2"}, []kubespray.Playbook{kubespray.Facts, kubespray.Scale}},
 			}},
 		"two etcd masters removed: remove-node.yml, then cluster.yml": {base, func(t *testing.T) *bpav1.AppliedState {
 			return applied(t, m1, host("m2", true, true), host("m3", true, true), w1)
-		}, []wantStep{{"remove-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Remove, kubespray.Cluster}}}},
+		}, []wantStep{
+			{"remove-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Remove}},
+			{"reconfigure-etcd", nil, []kubespray.Playbook{kubespray.Cluster}},
+		}},
 		"upgrade one minor": {`
 masters: [{m1: null}]
 workers: [{w1: null}]
@@ -158,11 +162,14 @@ func TestPlanDetails(t *testing.T) {
 		spec := "masters: [{m1: null}, {m2: null}, {m3: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
 		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
 		require.NoError(t, err)
-		require.Len(t, c.Steps[0].Operations, 2)
-		for _, op := range c.Steps[0].Operations {
+		require.Len(t, c.Steps, 2)
+		for _, s := range c.Steps {
+			op := s.Operations[0]
 			assert.Equal(t, []string{"etcd", "kube_control_plane"}, op.Limit)
 			assert.Equal(t, map[string]any{"ignore_assert_errors": "yes"}, op.Vars)
 		}
+		assert.False(t, c.Steps[0].Adds, "the masters count as added only once upgrade-cluster.yml succeeded")
+		assert.True(t, c.Steps[1].Adds)
 	})
 	t.Run("a control-plane node without etcd joins with cluster.yml on every host", func(t *testing.T) {
 		spec := "masters: [{m1: {etcd: true}}, {m2: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"

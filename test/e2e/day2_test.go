@@ -321,6 +321,7 @@ func (d *day2) addMasters(t *testing.T) {
 		p.Spec.Masters = append(p.Spec.Masters, bpav1.NodeEntry{"d2m2": {MACAddress: d.hosts["d2m2"].Spec.BootMACAddress}}, bpav1.NodeEntry{"d2m3": {MACAddress: d.hosts["d2m3"].Spec.BootMACAddress}})
 	})
 	assert.Contains(t, plan, "add-control-plane")
+	assert.Contains(t, plan, "upgrade-control-plane")
 	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
 	assert.Equal(t, []string{"cluster", "upgrade-cluster"}, d.runsSince(t, before), "kubespray's documented order")
 	for _, r := range d.kubesprayRuns(t)[before:] {
