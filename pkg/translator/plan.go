@@ -60,10 +60,10 @@ const (
 	StepUpgradeControlPlane = "upgrade-control-plane"
 	// StepReconfigureEtcd runs cluster.yml on the remaining nodes after an etcd member left.
 	StepReconfigureEtcd = "reconfigure-etcd"
-	StepScaleWorkers       = "scale-workers"
-	StepUpgrade            = "upgrade"
-	StepReconfigure        = "reconfigure"
-	StepReset              = "reset"
+	StepScaleWorkers    = "scale-workers"
+	StepUpgrade         = "upgrade"
+	StepReconfigure     = "reconfigure"
+	StepReset           = "reset"
 )
 
 // PlanSteps are the names every planned step may have, in plan order.
