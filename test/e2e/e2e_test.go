@@ -69,6 +69,7 @@ func TestE2E(t *testing.T) {
 	t.Run("h/software-updates-and-new-nodes", e.scenarioSoftware)
 	t.Run("i/claims-are-consumerRefs", e.scenarioConsumerRef)
 	t.Run("j/day-2", e.scenarioDay2)
+	t.Run("k/offline", e.scenarioOffline)
 }
 
 // ---- scenario a: every provisioning example reaches Succeeded ----

@@ -82,8 +82,10 @@ type Site struct {
 
 	mu    sync.Mutex
 	hosts map[string]*simhost.Host // by IP
-	ctrl  *exec.Cmd
-	dir   string
+	// kubesprayEnv is added to the kubespray container's environment (SetKubesprayEnv).
+	kubesprayEnv []string
+	ctrl         *exec.Cmd
+	dir          string
 }
 
 // New starts a site for t; everything stops in t.Cleanup.
@@ -209,6 +211,7 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	for ip, h := range s.hosts {
 		dirs[ip] = h.KubernetesDir()
 	}
+	extra := append([]string(nil), s.kubesprayEnv...)
 	s.mu.Unlock()
 	dirsJSON, _ := json.Marshal(dirs)
 
@@ -250,6 +253,7 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	if !hasPath(env) {
 		env = append(env, "PATH="+simDir+":/usr/local/bin:/usr/bin:/bin")
 	}
+	env = append(env, extra...)
 	e.Env = env
 	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray is simulated by test/kubespraysim; the run-kubespray step itself is real")
 	return kubelet.ExecRunner(ctx, e)
@@ -344,6 +348,15 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	s.hosts[ip] = h
 	s.mu.Unlock()
 	return h
+}
+
+// SetKubesprayEnv sets what every later kubespray container's environment gets besides the
+// pod's ("NAME=value"), as an image built for a site carries it (SSL_CERT_FILE naming the
+// site's CA, say); none undoes it.
+func (s *Site) SetKubesprayEnv(kv ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kubesprayEnv = kv
 }
 
 // Repository is what the simulated machines' apt repository offers for unpinned installs.
