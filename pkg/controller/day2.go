@@ -13,7 +13,6 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -190,46 +189,39 @@ func abbreviate(names []string, n int) []string {
 
 // releaseRemoved clears the claims of hosts that left the cluster: claimed by this
 // Provisioning (its UID in spec.consumerRef) but neither applied nor chosen by the last run.
-// It acts only after a run succeeded, so a host whose removal failed stays claimed until a
-// later run succeeds.
-func releaseRemoved(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, hosts []bpav1.HostStatus) error {
-	// After any successful run, not only one that removed something: a failed removal, or a
-	// failed addition scaled back, leaves claims that only a later run settles.
-	if p.Status.Phase != bpav1.PhaseSucceeded || p.Status.Applied == nil {
+// It acts once per successful run (status.releasedAfter records the run), not on every
+// reconcile: a removal, or an addition that failed and was scaled back, leaves claims that
+// the next successful run settles; a host whose removal failed stays claimed until then.
+func releaseRemoved(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning, cluster string) error {
+	st := &p.Status
+	if st.Phase != bpav1.PhaseSucceeded || st.Applied == nil || st.Workflow == nil || st.ReleasedAfter == string(st.Workflow.UID) {
 		return nil
 	}
 	keep := map[string]bool{}
-	for _, h := range p.Status.Applied.Hosts {
+	for _, h := range st.Applied.Hosts {
 		keep[h.BareMetalHost] = true
 	}
-	for _, h := range hosts {
+	for _, h := range st.Hosts {
 		if !h.Removing {
 			keep[h.BareMetalHost] = true
 		}
 	}
-	ns := p.Spec.BareMetalHostNamespace
-	if ns == "" {
-		ns = p.Namespace
-	}
-	list := &metal3v1.BareMetalHostList{}
-	err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
-	if meta.IsNoMatchError(err) {
-		return nil
-	}
+	hosts, err := claimedHosts(ctx, reader, p, cluster)
 	if err != nil {
 		return err
 	}
-	for i := range list.Items {
-		h := &list.Items[i]
+	if hosts == nil {
+		hosts = &metal3v1.BareMetalHostList{} // nothing this Provisioning may release
+	}
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
 		if keep[h.Name] || h.Spec.ConsumerRef == nil || h.Spec.ConsumerRef.UID != p.UID {
 			continue
 		}
-		patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		delete(h.Labels, bpav1.HostClaimLabel)
-		h.Spec.ConsumerRef = nil
-		if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
+		if err := releaseHost(ctx, c, h); err != nil {
+			return err
 		}
 	}
+	st.ReleasedAfter = string(st.Workflow.UID)
 	return nil
 }

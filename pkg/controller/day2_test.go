@@ -7,11 +7,14 @@ import (
 	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
@@ -178,4 +181,41 @@ func hostNames(hs []bpav1.HostStatus) []string {
 		out = append(out, h.Name)
 	}
 	return out
+}
+
+// TestHostsThatLeftAreReleasedOncePerRun: after a successful run, the hosts this
+// Provisioning claimed that are neither applied nor in the run (a node removed; a member a
+// failed scale-up claimed, then scaled back) are released, and nothing else; then nothing
+// is listed again until another run succeeds.
+func TestHostsThatLeftAreReleasedOncePerRun(t *testing.T) {
+	mine := provisioningRef("p", "uid-p")
+	lists := 0
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(
+		host("applied", mine, "c1"), host("removed", mine, "c1"), host("abandoned", mine, "c1"),
+		host("others", provisioningRef("q", "uid-q"), "c1"),
+	).WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+		if _, ok := l.(*metal3v1.BareMetalHostList); ok {
+			lists++
+		}
+		return c.List(ctx, l, o...)
+	}}).Build()
+	p := newProvisioning()
+	p.Status.Phase = bpav1.PhaseSucceeded
+	p.Status.Workflow = &bpav1.WorkflowReference{Name: "p-provision-2", UID: "wf-2"}
+	p.Status.Applied = &bpav1.AppliedState{Hosts: []bpav1.HostStatus{{Name: "m1", BareMetalHost: "applied"}}}
+	p.Status.Hosts = []bpav1.HostStatus{{Name: "m1", BareMetalHost: "applied"}, {Name: "w1", BareMetalHost: "removed", Removing: true}}
+
+	require.NoError(t, releaseRemoved(context.Background(), c, c, p, "c1"))
+	assert.True(t, claimed(t, c, "applied"))
+	assert.False(t, claimed(t, c, "removed"))
+	assert.False(t, claimed(t, c, "abandoned"))
+	assert.True(t, claimed(t, c, "others"), "another Provisioning's host is never released")
+	assert.Equal(t, "wf-2", p.Status.ReleasedAfter)
+
+	require.NoError(t, releaseRemoved(context.Background(), c, c, p, "c1"))
+	assert.Equal(t, 1, lists, "settled once per run, not on every reconcile")
+	p.Status.Phase = bpav1.PhaseRunning
+	p.Status.Workflow = &bpav1.WorkflowReference{Name: "p-provision-3", UID: "wf-3"}
+	require.NoError(t, releaseRemoved(context.Background(), c, c, p, "c1"))
+	assert.Equal(t, 1, lists, "nothing while a run goes")
 }

@@ -62,7 +62,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 		},
 	}
 	r.kind.settle = func(ctx context.Context, obj runObject, cluster string) error {
-		return releaseRemoved(ctx, r.Client, obj.(*bpav1.Provisioning), cluster, obj.GetRunStatus().Hosts)
+		return releaseRemoved(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning), cluster)
 	}
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning))
@@ -233,24 +233,8 @@ func ptrUID(u types.UID) *types.UID { return &u }
 // in a namespace the cache does not watch, and a stale list could release a claim made
 // since.
 func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning, cluster string) error {
-	ns := p.Spec.BareMetalHostNamespace
-	if ns == "" {
-		ns = p.Namespace
-	}
-	pol, err := policy.Get(ctx, reader)
-	if err != nil {
-		return err
-	}
-	if !pol.BareMetalHostNamespaceAllowed(p.Namespace, ns) {
-		log.FromContext(ctx).Info("not releasing hosts in a namespace the policy does not allow", "bareMetalHostNamespace", ns)
-		return nil
-	}
-	hosts := &metal3v1.BareMetalHostList{}
-	err = reader.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
-	if meta.IsNoMatchError(err) {
-		return nil // metal3 is not installed: nothing was claimed
-	}
-	if err != nil {
+	hosts, err := claimedHosts(ctx, reader, p, cluster)
+	if err != nil || hosts == nil {
 		return err
 	}
 	me := hostmatch.ClaimantOf(p, cluster)
@@ -273,13 +257,47 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 		if !mine {
 			continue
 		}
-		// Optimistic lock: a host re-claimed since the list is not released.
-		patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		delete(h.Labels, bpav1.HostClaimLabel)
-		h.Spec.ConsumerRef = nil
-		if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
+		if err := releaseHost(ctx, c, h); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// claimedHosts lists, through reader, the BareMetalHosts labelled as claimed for cluster in
+// the namespace p draws hosts from, or nil when there is nothing to release there: a
+// namespace the site policy does not let p draw from (one named in the spec is not enough),
+// or no metal3. It reads around the cache: the hosts may live in a namespace the cache does
+// not watch, and a stale list could release a claim made since.
+func claimedHosts(ctx context.Context, reader client.Reader, p *bpav1.Provisioning, cluster string) (*metal3v1.BareMetalHostList, error) {
+	ns := p.Spec.BareMetalHostNamespace
+	if ns == "" {
+		ns = p.Namespace
+	}
+	pol, err := policy.Get(ctx, reader)
+	if err != nil {
+		return nil, err
+	}
+	if !pol.BareMetalHostNamespaceAllowed(p.Namespace, ns) {
+		log.FromContext(ctx).Info("not releasing hosts in a namespace the policy does not allow", "bareMetalHostNamespace", ns)
+		return nil, nil
+	}
+	hosts := &metal3v1.BareMetalHostList{}
+	err = reader.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
+	if meta.IsNoMatchError(err) {
+		return nil, nil // metal3 is not installed: nothing was claimed
+	}
+	return hosts, err
+}
+
+// releaseHost clears a host's claim. The optimistic lock spares a host re-claimed since it
+// was listed.
+func releaseHost(ctx context.Context, c client.Client, h *metal3v1.BareMetalHost) error {
+	patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	delete(h.Labels, bpav1.HostClaimLabel)
+	h.Spec.ConsumerRef = nil
+	if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
 	}
 	return nil
 }

@@ -130,15 +130,6 @@ const (
 	ReasonHostChange         = "NodeHostChange"
 )
 
-// Plan returns the kubespray operations a run of p executes, in order (ChangePlan's).
-func Plan(p *bpav1.Provisioning) ([]kubespray.Operation, error) {
-	c, err := PlanChange(p)
-	if err != nil {
-		return nil, err
-	}
-	return c.Operations(), nil
-}
-
 // PlanChange plans the run that takes the cluster from p.Status.Applied to p.Spec. It is
 // pure: it reads the spec, status.applied and the rerun and delete-nodes annotations. An
 // empty plan means there is nothing kubespray needs to do.

@@ -420,6 +420,11 @@ type ProvisioningStatus struct {
 	// +listType=atomic
 	Plan []OperationStatus `json:"plan,omitempty"`
 
+	// ReleasedAfter is the uid of the Workflow after whose success the claims of hosts that
+	// left the cluster were released, so that happens once per run.
+	// +optional
+	ReleasedAfter string `json:"releasedAfter,omitempty"`
+
 	// Operations are the last ten operations that ran, newest last.
 	// +optional
 	// +listType=atomic
