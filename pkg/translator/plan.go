@@ -27,8 +27,14 @@ import (
 //     member left, reconfigure-etcd: cluster.yml without them (docs/operations/nodes.md);
 //  3. add-control-plane: with etcd members, cluster.yml, then upgrade-control-plane:
 //     upgrade-cluster.yml, both limited to etcd,kube_control_plane with
-//     ignore_assert_errors=yes; without, cluster.yml on every host, so every node's apiserver
-//     proxy learns of the new control plane (nodes.md);
+//     ignore_assert_errors=yes (nodes.md, "Adding an etcd node"), then update-node-proxies:
+//     cluster.yml on every host (nodes.md, "Adding/replacing a control plane node"), so the
+//     apiserver proxy of each node outside the control plane learns of it; without etcd,
+//     that cluster.yml on every host alone. A control-plane node that left without etcd is
+//     forgotten the same way (update-node-proxies; with etcd, reconfigure-etcd does it).
+//     nodes.md then restarts nginx-proxy by hand; kubespray's static pod carries its
+//     config's checksum (nginx-cfg-checksum, since kubespray #4862), so the kubelet
+//     restarts it when cluster.yml changes the upstreams, and BPA runs nothing more;
 //  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
 //     one container so scale.yml finds the facts cache (nodes.md);
 //  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release;
@@ -60,14 +66,17 @@ const (
 	StepUpgradeControlPlane = "upgrade-control-plane"
 	// StepReconfigureEtcd runs cluster.yml on the remaining nodes after an etcd member left.
 	StepReconfigureEtcd = "reconfigure-etcd"
-	StepScaleWorkers    = "scale-workers"
-	StepUpgrade         = "upgrade"
-	StepReconfigure     = "reconfigure"
-	StepReset           = "reset"
+	// StepUpdateNodeProxies runs cluster.yml on every host after the control plane changed,
+	// so the apiserver proxies of the other nodes list exactly the control-plane hosts.
+	StepUpdateNodeProxies = "update-node-proxies"
+	StepScaleWorkers      = "scale-workers"
+	StepUpgrade           = "upgrade"
+	StepReconfigure       = "reconfigure"
+	StepReset             = "reset"
 )
 
 // PlanSteps are the names every planned step may have, in plan order.
-var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepScaleWorkers, StepUpgrade, StepReconfigure}
+var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepUpdateNodeProxies, StepScaleWorkers, StepUpgrade, StepReconfigure}
 
 // Step is one DAG task: kubespray operations run in order in one container.
 type Step struct {
@@ -215,8 +224,28 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if len(d.removedWorkers) > 0 {
 		remove(StepRemoveWorkers, d.removedWorkers, false)
 	}
+	// proxied are the nodes that stay and run an apiserver proxy (kubespray puts one on every
+	// host outside kube_control_plane); updateProxies refreshes them after the control plane
+	// changed, leaving out nodes added later in the run (scale.yml configures them).
+	var proxied []string
+	for _, n := range desired {
+		if !n.Master && !slices.Contains(d.addedWorkers, n.Name) {
+			proxied = append(proxied, n.Name)
+		}
+	}
+	updateProxies := func(reason string) {
+		if len(proxied) == 0 {
+			return
+		}
+		op := kubespray.CreateCluster(reason + ": cluster.yml on every host, so the apiserver proxy of each other node lists the control plane as it is now (docs/operations/nodes.md)")
+		op.Without = append(slices.Clone(gone), d.addedWorkers...)
+		plan.Steps = append(plan.Steps, Step{Name: StepUpdateNodeProxies, Reason: reason, Operations: []kubespray.Operation{op}})
+	}
 	if len(d.removedMasters) > 0 {
 		remove(StepRemoveControlPlane, d.removedMasters, d.removedEtcd)
+		if !d.removedEtcd { // reconfigure-etcd already ran cluster.yml on every host
+			updateProxies(fmt.Sprintf("control-plane node %s left", strings.Join(d.removedMasters, ", ")))
+		}
 	}
 	if len(d.addedMasters) > 0 && !d.addedEtcd {
 		// A control-plane node without etcd joins with cluster.yml on every host, so every
@@ -236,6 +265,7 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 				{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"}}},
 			Step{Name: StepUpgradeControlPlane, Nodes: d.addedMasters, Reason: reason + ": reconfigure the control plane and etcd for it", Adds: true, Operations: []kubespray.Operation{
 				{Playbook: kubespray.Upgrade, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"}}})
+		updateProxies(fmt.Sprintf("control-plane node %s joined", strings.Join(d.addedMasters, ", ")))
 	}
 	if len(d.addedWorkers) > 0 {
 		reason := fmt.Sprintf("add worker %s", strings.Join(d.addedWorkers, ", "))
@@ -259,6 +289,8 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		reconfigure = fmt.Sprintf("rerun requested (%s=%s)", bpav1.RerunAnnotation, p.Annotations[bpav1.RerunAnnotation])
 	}
 	if reconfigure != "" {
+		// cluster.yml on every host comes last anyway: no update-node-proxies before it.
+		plan.Steps = slices.DeleteFunc(plan.Steps, func(s Step) bool { return s.Name == StepUpdateNodeProxies })
 		op := kubespray.CreateCluster(reconfigure)
 		op.Without = slices.Clone(gone)
 		plan.Steps = append(plan.Steps, Step{Name: StepReconfigure, Reason: reconfigure, Operations: []kubespray.Operation{op}})

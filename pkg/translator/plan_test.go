@@ -93,7 +93,26 @@ kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return 
 			[]wantStep{
 				{"add-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Cluster}},
 				{"upgrade-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Upgrade}},
+				{"update-node-proxies", nil, []kubespray.Playbook{kubespray.Cluster}},
 				{"scale-workers", []string{"w2"}, []kubespray.Playbook{kubespray.Facts, kubespray.Scale}},
+			}},
+		"a control-plane node without etcd left: the other nodes' proxies forget it": {`
+masters: [{m1: {etcd: true}}]
+workers: [{w1: null}]
+kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, host("m2", true, false), w1) },
+			[]wantStep{
+				{"remove-control-plane", []string{"m2"}, []kubespray.Playbook{kubespray.Remove}},
+				{"update-node-proxies", nil, []kubespray.Playbook{kubespray.Cluster}},
+			}},
+		"masters added with new settings: the final cluster.yml updates the proxies": {`
+masters: [{m1: null}, {m2: null}, {m3: null}]
+workers: [{w1: null}]
+kubernetes: {version: 1.31.4}
+kubespray: {extraVars: {helm_enabled: true}}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
+			[]wantStep{
+				{"add-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Cluster}},
+				{"upgrade-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Upgrade}},
+				{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}},
 			}},
 		"two etcd masters removed: remove-node.yml, then cluster.yml": {base, func(t *testing.T) *bpav1.AppliedState {
 			return applied(t, m1, host("m2", true, true), host("m3", true, true), w1)
@@ -142,13 +161,15 @@ func TestPlanDetails(t *testing.T) {
 		spec := base + "\nnodeRemoval: {drainTimeoutSeconds: 60, allowUngraceful: true}\n"
 		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1, host("w2", false, false), host("m2", true, false))))
 		require.NoError(t, err)
-		require.Len(t, c.Steps, 2)
+		require.Len(t, c.Steps, 3)
 		rm := c.Steps[0].Operations[0]
 		assert.Equal(t, map[string]any{"node": "w2", "skip_confirmation": true, "drain_grace_period": 300, "drain_timeout": "60s", "drain_retries": 3}, rm.Vars)
 		assert.Empty(t, rm.Without, "a node is removed while it is still in the inventory")
 		assert.True(t, c.Steps[0].AllowUngraceful)
 		assert.Equal(t, []string{"w2"}, c.Steps[1].Operations[0].Without, "the second removal runs without the first's node")
-		assert.Equal(t, []kubespray.Playbook{kubespray.Remove}, steps(c)[1].playbooks, "m2 runs no etcd: no cluster.yml after it")
+		assert.Equal(t, []kubespray.Playbook{kubespray.Remove}, steps(c)[1].playbooks, "m2 runs no etcd: no cluster.yml in its step")
+		assert.Equal(t, "update-node-proxies", c.Steps[2].Name)
+		assert.Equal(t, []string{"w2", "m2"}, c.Steps[2].Operations[0].Without, "the proxies are refreshed without the removed nodes")
 	})
 	t.Run("scale.yml is limited to the new workers, after facts.yml on all", func(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}, {w2: null}, {w3: null}]\nkubernetes: {version: 1.31.4}"
@@ -162,14 +183,29 @@ func TestPlanDetails(t *testing.T) {
 		spec := "masters: [{m1: null}, {m2: null}, {m3: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
 		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
 		require.NoError(t, err)
-		require.Len(t, c.Steps, 2)
-		for _, s := range c.Steps {
+		require.Len(t, c.Steps, 3)
+		for _, s := range c.Steps[:2] {
 			op := s.Operations[0]
 			assert.Equal(t, []string{"etcd", "kube_control_plane"}, op.Limit)
 			assert.Equal(t, map[string]any{"ignore_assert_errors": "yes"}, op.Vars)
 		}
 		assert.False(t, c.Steps[0].Adds, "the masters count as added only once upgrade-cluster.yml succeeded")
 		assert.True(t, c.Steps[1].Adds)
+		proxies := c.Steps[2]
+		assert.Equal(t, "update-node-proxies", proxies.Name)
+		assert.Empty(t, proxies.Operations[0].Limit, "cluster.yml on every host: w1's apiserver proxy learns of m2 and m3")
+		assert.False(t, proxies.Adds || proxies.Removes)
+	})
+	t.Run("masters only: no proxies to update", func(t *testing.T) {
+		const masters = "masters: [{m1: null}]\nkubernetes: {version: 1.31.4}"
+		m1 := host("m1", true, true)
+		m1.Roles = []string{"master", "worker"} // masters run workloads when there are no workers
+		c, err := translator.PlanChange(day2(t, "masters: [{m1: null}, {m2: null}, {m3: null}]\nkubernetes: {version: 1.31.4}", appliedAs(t, masters, m1)))
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{
+			{"add-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Cluster}},
+			{"upgrade-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Upgrade}},
+		}, steps(c))
 	})
 	t.Run("a control-plane node without etcd joins with cluster.yml on every host", func(t *testing.T) {
 		spec := "masters: [{m1: {etcd: true}}, {m2: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"

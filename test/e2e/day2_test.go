@@ -322,11 +322,32 @@ func (d *day2) addMasters(t *testing.T) {
 	})
 	assert.Contains(t, plan, "add-control-plane")
 	assert.Contains(t, plan, "upgrade-control-plane")
+	assert.Contains(t, plan, "update-node-proxies")
 	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
-	assert.Equal(t, []string{"cluster", "upgrade-cluster"}, d.runsSince(t, before), "kubespray's documented order")
-	for _, r := range d.kubesprayRuns(t)[before:] {
+	// nodes.md: "Adding an etcd node" (cluster.yml, then upgrade-cluster.yml, limited), then
+	// "Adding/replacing a control plane node" (cluster.yml, for the nodes' apiserver proxies).
+	assert.Equal(t, []string{"cluster", "upgrade-cluster", "cluster"}, d.runsSince(t, before), "kubespray's documented order")
+	runs := d.kubesprayRuns(t)[before:]
+	for _, r := range runs[:2] {
 		assert.Equal(t, "etcd,kube_control_plane", limitOf(t, r))
 	}
+	assert.Empty(t, limitOf(t, runs[2]), "the proxies are updated on every host")
+	// Every node outside the control plane now proxies to all three masters.
+	workers := 0
+	for _, h := range got.Status.Applied.Hosts {
+		if slices.Contains(h.Roles, "master") {
+			continue
+		}
+		workers++
+		proxy, err := kubespraysim.ReadProxy(d.Machine(h.IP).KubernetesDir())
+		require.NoError(t, err)
+		var names []string
+		for _, u := range proxy.Upstreams {
+			names = append(names, strings.Fields(u)[0])
+		}
+		assert.Equal(t, []string{"d2m1", "d2m2", "d2m3"}, names, "the apiserver proxy of %s", h.Name)
+	}
+	assert.NotZero(t, workers)
 	etcd := 0
 	for _, h := range got.Status.Applied.Hosts {
 		if h.Etcd {

@@ -116,6 +116,19 @@ func (l *lab) kubelets() map[string]string {
 	return out
 }
 
+// proxies lists each host's apiserver proxy upstreams (ProxyFile), for hosts that have one.
+func (l *lab) proxies() map[string][]string {
+	out := map[string][]string{}
+	for name, h := range l.hosts {
+		p, err := ReadProxy(h.KubernetesDir())
+		require.NoError(l.t, err)
+		if p.Type != "" {
+			out[name] = p.Upstreams
+		}
+	}
+	return out
+}
+
 func logins(m1, w1, w2, w3 int) map[string]int {
 	return map[string]int{"m1": m1, "w1": w1, "w2": w2, "w3": w3}
 }
@@ -140,6 +153,9 @@ func TestPlaybookEffects(t *testing.T) {
 		"w1": {"cluster.yml []: joined, kubelet v1.32.5"},
 		"w2": {"cluster.yml []: joined, kubelet v1.32.5"},
 	}, l.did())
+	// Each node outside the control plane got an apiserver proxy to the control plane.
+	upstream := []string{"m1 " + l.hosts["m1"].IP + ":6443"}
+	assert.Equal(t, map[string][]string{"w1": upstream, "w2": upstream}, l.proxies())
 
 	all := []string{"m1", "w1", "w2", "w3"}
 	t.Run("scale.yml fails as injected, changing nothing, then joins only the new node", func(t *testing.T) {
@@ -159,6 +175,7 @@ func TestPlaybookEffects(t *testing.T) {
 		assert.Equal(t, "v1.32.5", l.kubelets()["w3"])
 		did := l.did()
 		assert.Equal(t, []string{"scale.yml [w3]: joined, kubelet v1.32.5"}, did["w3"], "facts.yml and the failed run logged nothing")
+		assert.Contains(t, l.proxies(), "w3", "scale.yml configures the new node's apiserver proxy")
 		assert.Len(t, did["w1"], 1)
 	})
 

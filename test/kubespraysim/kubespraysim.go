@@ -25,6 +25,9 @@
 //     unset) as its kubelet version; upgrade-cluster.yml raises that version;
 //   - remove-node.yml cordons each node, evicts the pods bound to it, and deletes its Node
 //     (a dead node's Node is deleted without draining);
+//   - cluster.yml, scale.yml and upgrade-cluster.yml write the apiserver proxy of each host
+//     they cover that is not a control-plane host (ProxyFile): its upstreams are the
+//     control-plane hosts of the inventory the run was given;
 //   - reset.yml deletes the hosts' Nodes and removes admin.conf;
 //   - each host it changed gets a line in its log (HostLog), which e2e tests read to see
 //     which hosts a change touched.
@@ -358,9 +361,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	switch pb {
 	case kubespray.Cluster, kubespray.Scale:
-		return s.join(ctx, targets)
+		if err := s.join(ctx, targets); err != nil {
+			return err
+		}
+		return s.proxies(targets)
 	case kubespray.Upgrade:
-		return s.upgrade(ctx, targets)
+		if err := s.upgrade(ctx, targets); err != nil {
+			return err
+		}
+		return s.proxies(targets)
 	case kubespray.Remove:
 		return s.remove(ctx, targets)
 	default:
@@ -585,6 +594,68 @@ func (s *site) join(ctx context.Context, targets []string) error {
 		if err := s.done(h, did); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ProxyFile is the file, in the directory a simulated host sees as /etc/kubernetes, that
+// stands for the apiserver proxy kubespray runs on a node (roles/kubernetes/node/tasks/
+// main.yml, "Install nginx-proxy" / "Install haproxy": on hosts outside kube_control_plane,
+// with the default kube_apiserver_bind_address, when loadbalancer_apiserver_localhost, the
+// default without loadbalancer_apiserver). Its upstreams are written as nginx.conf.j2 does:
+// every host of groups['kube_control_plane'] at port 6443. The static pod carries the
+// config's checksum (nginx-cfg-checksum), so the kubelet restarts the proxy when they
+// change; that is why no separate restart is modelled (or needed).
+const ProxyFile = "manifests/apiserver-proxy.json"
+
+// Proxy is a host's apiserver proxy: its kind (nginx or haproxy) and upstreams, each
+// "<host> <address>:6443".
+type Proxy struct {
+	Type      string   `json:"type"`
+	Upstreams []string `json:"upstreams"`
+}
+
+// ReadProxy reads the proxy of the simulated host whose /etc/kubernetes is dir; none yet is
+// the zero Proxy.
+func ReadProxy(dir string) (Proxy, error) {
+	var p Proxy
+	data, err := os.ReadFile(filepath.Join(dir, ProxyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &p)
+	}
+	return p, err
+}
+
+// proxies writes the apiserver proxy of each target that runs one (see ProxyFile).
+func (s *site) proxies(targets []string) error {
+	_, external := s.p.vars["loadbalancer_apiserver"]
+	kind, _ := s.p.varOr("loadbalancer_apiserver_type", "nginx").(string)
+	if external || !s.p.boolVar("loadbalancer_apiserver_localhost", true) || (kind != "nginx" && kind != "haproxy") {
+		return nil
+	}
+	proxy := Proxy{Type: kind}
+	for _, m := range s.p.inv.masters {
+		proxy.Upstreams = append(proxy.Upstreams, fmt.Sprintf("%s %s:6443", m, s.p.inv.hosts[m]))
+	}
+	data, err := json.Marshal(proxy)
+	if err != nil {
+		return err
+	}
+	s.pl.task("kubernetes/node : " + map[string]string{"nginx": "Nginx-proxy", "haproxy": "Haproxy"}[kind] + " | Write static pod")
+	for _, h := range targets {
+		if slices.Contains(s.p.inv.masters, h) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(s.dirs[h], filepath.Dir(ProxyFile)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(s.dirs[h], ProxyFile), data, 0o644); err != nil {
+			return err
+		}
+		s.pl.result(h, true)
 	}
 	return nil
 }
