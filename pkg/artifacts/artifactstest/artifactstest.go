@@ -64,11 +64,11 @@ func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string
 }
 
 // Server starts a real artifact server over HTTPS that reads anonymously, as a site's
-// nodes read it, and makes this process trust its certificate through the system trust
-// store (SSL_CERT_FILE), as nodes and the kubespray image do. It returns the server's URL
-// and a client that uploads with a real token of a ServiceAccount bound to config/serve's
-// bpa-artifacts-uploader.
-func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, *artifacts.Client) {
+// nodes read it. It returns the server's URL, its CA (PEM: the self-signed certificate it
+// serves, which no trust store holds: a reader trusts it only when given it, as the nodes
+// are by BPAPolicy spec.artifactServers), and a client that trusts it and uploads with a
+// real token of a ServiceAccount bound to config/serve's bpa-artifacts-uploader.
+func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, []byte, *artifacts.Client) {
 	InstallRoles(ctx, t, r)
 	token := Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
 	auth, err := artifacts.NewAuth(r.RESTConfig, true)
@@ -77,10 +77,8 @@ func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, *artifacts.C
 	require.NoError(t, err)
 	ts := httptest.NewTLSServer(srv)
 	t.Cleanup(ts.Close)
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600))
-	t.Setenv("SSL_CERT_FILE", ca)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
 	tc := ts.Client()
 	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
-	return ts.URL, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
+	return ts.URL, ca, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
 }
