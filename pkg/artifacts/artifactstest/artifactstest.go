@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -81,4 +84,31 @@ func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, []byte, *art
 	tc := ts.Client()
 	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
 	return ts.URL, ca, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
+}
+
+// Upload puts tiny stand-ins of files (each holding its own path) and images (random, one
+// layer) on the server through up.
+func Upload(ctx context.Context, t testing.TB, up *artifacts.Client, files, images []string) {
+	for _, f := range files {
+		file := filepath.Join(t.TempDir(), "f")
+		require.NoError(t, os.WriteFile(file, []byte(f), 0o600))
+		_, err := up.Push(ctx, file, f)
+		require.NoError(t, err)
+	}
+	for _, i := range images {
+		ref, err := up.ImageRef(i)
+		require.NoError(t, err)
+		img, err := random.Image(64, 1)
+		require.NoError(t, err)
+		require.NoError(t, remote.Write(ref, img, remote.WithContext(ctx), remote.WithTransport(up.HTTP.Transport)), i)
+	}
+}
+
+// OfflineSite is Server on a rig of its own, with what kubespray v2.28.0 downloads for
+// Kubernetes 1.32.5 (amd64), which the offline tests upload from.
+func OfflineSite(ctx context.Context, t *testing.T) (string, []byte, *artifacts.Client, *kubespray.Downloads) {
+	url, ca, up := Server(ctx, t, rig.ForTest(t, rig.Options{NoArgoCRDs: true}))
+	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
+	require.NoError(t, err)
+	return url, ca, up, d
 }
