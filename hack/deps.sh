@@ -2,6 +2,8 @@
 # Installs the Debian packages `make demo` and `make test` need, when they are missing:
 #   openssh-server  each simulated host is a real sshd (/usr/sbin/sshd)
 #   ansible-core    ansible-playbook and ansible-inventory, run for real by the steps
+#   ca-certificates update-ca-certificates, run for real in each simulated host's own store
+#   curl            the simulated hosts fetch offline artifacts with it, as nodes do
 # With --ui also what the Argo web UI needs:
 #   chromium        the browser test drives Debian's chromium
 #   Node.js >= 20   builds the UI; not installable here (Debian bookworm has 18), so it is
@@ -38,6 +40,8 @@ done
 missing_packages() {
 	[[ -x $SBIN/sshd ]] || echo openssh-server
 	{ command -v ansible-playbook && command -v ansible-inventory; } >/dev/null || echo ansible-core
+	[[ -x /usr/sbin/update-ca-certificates ]] || echo ca-certificates
+	command -v curl >/dev/null || echo curl
 	if $ui; then command -v chromium >/dev/null || echo chromium; fi
 }
 
@@ -64,7 +68,7 @@ if $node_only; then exit $problems; fi
 
 mapfile -t need < <(missing_packages)
 if ((${#need[@]} == 0)); then
-	echo "deps: openssh-server, ansible-core$($ui && echo ", chromium") present"
+	echo "deps: openssh-server, ansible-core, ca-certificates, curl$($ui && echo ", chromium") present"
 	exit $problems
 fi
 install="apt-get update && apt-get install -y --no-install-recommends ${need[*]}"

@@ -100,5 +100,8 @@ func readPolicy(file string) (policy.Policy, error) {
 	if p.Kind != "BPAPolicy" {
 		return policy.Policy{}, fmt.Errorf("%s: kind %q, want BPAPolicy", file, p.Kind)
 	}
+	if errs := policy.CheckPolicy(&p.Spec); len(errs) > 0 {
+		return policy.Policy{}, fmt.Errorf("%s: BPAPolicy %s: %w", file, p.Name, errs.ToAggregate())
+	}
 	return policy.Policy{Spec: p.Spec, Source: "BPAPolicy " + p.Name + " (" + file + ")"}, nil
 }

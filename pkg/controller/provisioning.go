@@ -51,8 +51,14 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 			nameLabel: bpav1.ProvisioningNameLabel,
 			steps:     translator.ProvisioningSteps,
 			newObject: func() runObject { return &bpav1.Provisioning{} },
-			translate: func(obj runObject, o translator.Options) (*wfv1.Workflow, error) {
-				return translator.Provisioning(obj.(*bpav1.Provisioning), o)
+			translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+				p := obj.(*bpav1.Provisioning)
+				ca, err := artifactsCA(ctx, mgr.GetClient(), p)
+				if err != nil {
+					return nil, err
+				}
+				o.ArtifactsCA = ca
+				return translator.Provisioning(p, o)
 			},
 			observe: observeProvisioning,
 			stepsOf: ProvisioningSteps,
@@ -154,6 +160,21 @@ func admitProvisioning(ctx context.Context, c client.Client, secrets client.Read
 		return nil, err
 	}
 	return policy.AdmitProvisioning(ctx, pol, secrets, p, cluster, params["ssh-secret"], siblings.Items)
+}
+
+// artifactsCA is the CA the site policy gives p's artifact server, which its run installs on
+// the nodes; a caBundle that is not certificates refuses the run.
+func artifactsCA(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (string, error) {
+	pol, err := policy.Get(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	ca, err := pol.ArtifactsCA(p)
+	if err != nil {
+		return "", &translator.Refusal{Field: "spec.offline.url", Reason: policy.ReasonPolicyViolation,
+			Message: "the site policy's CA for this artifact server cannot be used: " + err.Error()}
+	}
+	return ca, nil
 }
 
 // siblingsOf maps a Provisioning to the others of its cluster in its namespace.

@@ -42,7 +42,7 @@ type runKind struct {
 	nameLabel string
 	steps     []string
 	newObject func() runObject
-	translate func(obj runObject, opts translator.Options) (*wfv1.Workflow, error)
+	translate func(ctx context.Context, obj runObject, opts translator.Options) (*wfv1.Workflow, error)
 	// revision names the state outside the spec a run depends on (Software: the cluster's
 	// nodes). A new revision starts a new run. Empty means none.
 	revision func(ctx context.Context, obj runObject) (string, error)
@@ -251,7 +251,7 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	}
 	opts := r.Options
 	opts.Revision = revision
-	wf, err := r.kind.translate(obj, opts)
+	wf, err := r.kind.translate(ctx, obj, opts)
 	if err != nil {
 		reason := ReasonInvalidSpec
 		var refused *translator.Refusal

@@ -35,7 +35,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 			nameLabel: bpav1.SoftwareNameLabel,
 			steps:     translator.SoftwareSteps,
 			newObject: func() runObject { return &bpav1.Software{} },
-			translate: func(obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+			translate: func(_ context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
 				return translator.Software(obj.(*bpav1.Software), o)
 			},
 			revision: func(ctx context.Context, obj runObject) (string, error) {

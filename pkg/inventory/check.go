@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
 // Groups an inventory may hold: kubespray's (roles/validate_inventory and its sample
@@ -183,4 +185,56 @@ func Addresses(ini []byte) map[string]string {
 		}
 	})
 	return out
+}
+
+// Groups maps each group of an inventory CheckInventory accepted to its hosts, children
+// resolved and kubespray's legacy names mapped to today's (as its boilerplate.yml does), and
+// "all" to every host in the order they first appear: what a --limit of host and group
+// names selects (kubespray.Inventory.Hosts).
+func Groups(ini []byte) kubespray.Inventory {
+	direct, children := map[string][]string{}, map[string][]string{}
+	var all []string
+	section, isChildren := "", false
+	for _, line := range strings.Split(string(ini), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case line[0] == '[':
+			var kind string
+			section, kind, _ = strings.Cut(strings.TrimSuffix(line[1:], "]"), ":")
+			isChildren = kind == "children"
+		case isChildren:
+			children[section] = append(children[section], strings.Fields(line)[0])
+		default:
+			h := strings.Fields(line)[0]
+			direct[section] = append(direct[section], h)
+			if !slices.Contains(all, h) {
+				all = append(all, h)
+			}
+		}
+	}
+	var resolve func(g string, depth int) []string
+	resolve = func(g string, depth int) []string {
+		hosts := slices.Clone(direct[g])
+		for _, c := range children[g] {
+			if depth < 8 {
+				hosts = append(hosts, resolve(c, depth+1)...)
+			}
+		}
+		return hosts
+	}
+	inv := kubespray.Inventory{}
+	for _, groups := range []map[string][]string{direct, children} {
+		for g := range groups {
+			name := g
+			if to, legacy := kubespray.LegacyGroups[g]; legacy {
+				name = to
+			}
+			hosts := append(inv[name], resolve(g, 0)...)
+			sort.Strings(hosts)
+			inv[name] = slices.Compact(hosts)
+		}
+	}
+	inv["all"] = all
+	return inv
 }

@@ -166,7 +166,11 @@ func truncate(s string) string {
 // and kud_plugins from KUDPlugins.
 // A variable both set by BPA and listed in extraVars is an error rather than a silent
 // choice. See MarshalVars for the format.
-func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
+func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) { return ExtraVarsWithCA(spec, "") }
+
+// ExtraVarsWithCA is ExtraVars for nodes that trust spec.offline's server through the CA
+// file at caPath ("" for none), which containerd's mirrors then name (OfflineVars).
+func ExtraVarsWithCA(spec *bpav1.ProvisioningSpec, caPath string) ([]byte, error) {
 	vars := map[string]any{}
 	if spec.Kubespray != nil {
 		for k, raw := range spec.Kubespray.ExtraVars {
@@ -214,7 +218,7 @@ func ExtraVars(spec *bpav1.ProvisioningSpec) ([]byte, error) {
 		}
 		vars[KUDPluginsVar] = plugins
 	}
-	if err := addOffline(spec, vars); err != nil {
+	if err := addOffline(spec, caPath, vars); err != nil {
 		return nil, err
 	}
 	if err := checkVars(vars); err != nil {

@@ -30,8 +30,11 @@ var imageRepoVars = []struct{ name, registry string }{
 //     where bpa serve keeps the images;
 //   - containerd_registries_mirrors sending each original registry to the server
 //     (override_path, as the registry holds it under /v2/<original registry>/), so the
-//     cluster's own workloads pull from it too. TLS is verified against the nodes' trust store.
-func OfflineVars(url, kubesprayVersion string) (map[string]any, error) {
+//     cluster's own workloads pull from it too. TLS is verified against the nodes' trust
+//     store, and with caPath (where run-kubespray installs the site policy's CA for the
+//     server, nodetrust.Path) against that file too: each mirror's ca, which kubespray
+//     v2.28's hosts.toml renders (v2.27's ignores it; the CA is in the system store too).
+func OfflineVars(url, kubesprayVersion, caPath string) (map[string]any, error) {
 	host, ok := strings.CutPrefix(url, "https://")
 	if !ok || host == "" || strings.ContainsAny(host, "/{}%#'\" \\") {
 		return nil, fmt.Errorf("offline.url %q: want https://host[:port]", url)
@@ -47,17 +50,21 @@ func OfflineVars(url, kubesprayVersion string) (map[string]any, error) {
 	var mirrors []any
 	for _, r := range imageRepoVars {
 		vars[r.name] = host + "/" + r.registry
-		mirrors = append(mirrors, map[string]any{"prefix": r.registry, "mirrors": []any{map[string]any{
+		mirror := map[string]any{
 			"host": url + "/v2/" + r.registry, "capabilities": []any{"pull", "resolve"},
 			"override_path": true, "skip_verify": false,
-		}}})
+		}
+		if caPath != "" {
+			mirror["ca"] = caPath
+		}
+		mirrors = append(mirrors, map[string]any{"prefix": r.registry, "mirrors": []any{mirror}})
 	}
 	vars["containerd_registries_mirrors"] = mirrors
 	return vars, nil
 }
 
 // addOffline adds spec.offline's variables to vars; one also in extraVars is an error.
-func addOffline(spec *bpav1.ProvisioningSpec, vars map[string]any) error {
+func addOffline(spec *bpav1.ProvisioningSpec, caPath string, vars map[string]any) error {
 	if spec.Offline == nil {
 		return nil
 	}
@@ -65,7 +72,7 @@ func addOffline(spec *bpav1.ProvisioningSpec, vars map[string]any) error {
 	if spec.Kubespray != nil {
 		release = spec.Kubespray.Version
 	}
-	off, err := OfflineVars(spec.Offline.URL, release)
+	off, err := OfflineVars(spec.Offline.URL, release, caPath)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,26 @@ func TestOfflineVars(t *testing.T) {
 	assert.ErrorContains(t, err, "kubespray.extraVars.kube_image_repo: offline already sets it")
 }
 
+// With the site policy's CA, every containerd mirror names the file run-kubespray installs it
+// at, and nothing turns verification off.
+func TestOfflineVarsWithCA(t *testing.T) {
+	data, err := ExtraVarsWithCA(offlineSpec(t, ""), bpav1.ArtifactsCAPath)
+	require.NoError(t, err)
+	require.NoError(t, CheckExtraVars(data))
+	vars, err := ReadVars(data)
+	require.NoError(t, err)
+	mirrors := vars["containerd_registries_mirrors"].([]any)
+	require.Len(t, mirrors, 5)
+	for _, m := range mirrors {
+		mirror := m.(map[string]any)["mirrors"].([]any)[0].(map[string]any)
+		assert.Equal(t, "/etc/bpa/artifacts-ca.crt", mirror["ca"], m)
+		assert.Equal(t, false, mirror["skip_verify"], m)
+	}
+	without, err := ExtraVars(offlineSpec(t, ""))
+	require.NoError(t, err)
+	assert.NotContains(t, string(without), "artifacts-ca.crt", "no CA, no ca")
+}
+
 // A vars file is refused if it carries any template but BPA's own, by name and value: a
 // parameter edited between render-inventory and run-kubespray cannot make Ansible run code.
 func TestOnlyBPAsTemplatesPass(t *testing.T) {

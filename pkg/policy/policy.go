@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 )
 
 // Policy is the policy in force and where it came from, for messages.
@@ -116,4 +117,41 @@ func (p Policy) forbidden(path *field.Path, value, rule string, allowed []string
 		list = strings.Join(allowed, ", ")
 	}
 	return field.Forbidden(path, fmt.Sprintf("%s is not allowed by %s (%s: %s)", value, p.Source, rule, list))
+}
+
+// ArtifactsCA is the CA bundle BPA installs on prov's nodes, re-encoded (nodetrust.Encode):
+// the caBundle of the spec.artifactServers entry whose url is prov's spec.offline.url, or
+// "" when there is none (the nodes must trust that server already). A bundle that is not
+// certificates only is an error naming the entry.
+func (p Policy) ArtifactsCA(prov *bpav1.Provisioning) (string, error) {
+	if prov.Spec.Offline == nil {
+		return "", nil
+	}
+	for i, s := range p.Spec.ArtifactServers {
+		if s.URL != prov.Spec.Offline.URL {
+			continue
+		}
+		ca, err := nodetrust.Canonical([]byte(s.CABundle))
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", p.Source, caBundlePath(i), err)
+		}
+		return string(ca), nil
+	}
+	return "", nil
+}
+
+// CheckPolicy lists what is wrong in a BPAPolicy beyond its schema: every caBundle must be
+// certificates and nothing else.
+func CheckPolicy(spec *bpav1.BPAPolicySpec) field.ErrorList {
+	var errs field.ErrorList
+	for i, s := range spec.ArtifactServers {
+		if _, err := nodetrust.Parse([]byte(s.CABundle)); err != nil {
+			errs = append(errs, field.Invalid(caBundlePath(i), field.OmitValueType{}, err.Error()))
+		}
+	}
+	return errs
+}
+
+func caBundlePath(i int) *field.Path {
+	return field.NewPath("spec", "artifactServers").Index(i).Child("caBundle")
 }

@@ -1,10 +1,15 @@
 package policy
 
 import (
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -67,4 +72,33 @@ func TestHolder(t *testing.T) {
 	r := CheckHolder(&p, "c1", []bpav1.Provisioning{at("old", time.Hour, false)})
 	assert.Equal(t, ReasonClusterHeldByOther, r.Reason)
 	assert.Nil(t, CheckHolder(&p, "c1", []bpav1.Provisioning{p}))
+}
+
+// The CA a Provisioning's nodes get is the admin's entry for exactly its spec.offline.url,
+// re-encoded; none otherwise; and a bundle that is not certificates is refused naming the
+// entry, by the run (ArtifactsCA) and by lint (CheckPolicy).
+func TestArtifactsCA(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
+		{URL: "https://other:8443", CABundle: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"},
+		{URL: "https://artifacts:8443", CABundle: strings.ReplaceAll(string(ca), "\n", "\r\n")},
+	}}}
+	offline := func(url string) *bpav1.Provisioning {
+		return prov("a", func(s *bpav1.ProvisioningSpec) { s.Offline = &bpav1.OfflineConfig{URL: url} })
+	}
+	got, err := pol.ArtifactsCA(offline("https://artifacts:8443"))
+	require.NoError(t, err)
+	assert.Equal(t, string(ca), got)
+	for _, p := range []*bpav1.Provisioning{offline("https://artifacts:9443"), prov("a", func(*bpav1.ProvisioningSpec) {})} {
+		got, err := pol.ArtifactsCA(p)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+	}
+	_, err = pol.ArtifactsCA(offline("https://other:8443"))
+	assert.ErrorContains(t, err, "BPAPolicy default spec.artifactServers[0].caBundle: certificate 1:")
+	errs := CheckPolicy(&pol.Spec)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "spec.artifactServers[0].caBundle", errs[0].Field)
 }

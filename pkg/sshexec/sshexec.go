@@ -32,6 +32,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -144,6 +145,14 @@ func Dial(ctx context.Context, host string, cfg Config) (*Client, error) {
 	}
 	_ = tcp.SetDeadline(time.Time{})
 	return &Client{conn: ssh.NewClient(conn, chans, reqs), user: cfg.user(), addr: addr}, nil
+}
+
+// IsNetworkFailure says whether err (from Dial) means the host could not be reached (refused,
+// no route, timed out), as opposed to an SSH-level refusal from a host that answered.
+func IsNetworkFailure(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // orCtxErr is ctx's error once ctx has ended, which is then why err happened ("use of closed

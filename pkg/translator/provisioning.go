@@ -17,11 +17,12 @@ var ProvisioningSteps = []string{"discover-hosts", "resolve-leases", "render-inv
 // `bpa step lookup` writes for ad-hoc runs.
 var provisioningParameterOrder = []string{
 	"provisioning", "cluster", "generation", "lease-source", "lease-host-path", "lease-pod-spec-patch", "kubespray-image",
-	"ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
+	"ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key", "artifacts-ca",
 }
 
 // ProvisioningParameters derives the Workflow parameters of a Provisioning, defaults
-// applied. None is secret.
+// applied. None is secret. artifacts-ca, the CA render-inventory and run-kubespray get, is
+// the site policy's and empty here; the caller sets it (Options.ArtifactsCA, or lookup).
 func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
 	cluster, err := ClusterOf(p)
 	if err != nil {
@@ -57,6 +58,7 @@ func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
 		}
 	}
 	params["kubespray-image"] = image + ":" + version
+	params["artifacts-ca"] = ""
 	return params, nil
 }
 
@@ -104,6 +106,7 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	wf := newWorkflow(p, "Provisioning", bpav1.ProvisioningNameLabel, workflowtemplates.Provision, "provision", params["cluster"], opts, provisionDeadline)
 	wf.Annotations[PlanAnnotation] = string(planJSON)
 	wf.Spec.Entrypoint = "provision"
+	params["artifacts-ca"] = opts.ArtifactsCA
 	wf.Spec.Arguments.Parameters = parameters(params, provisioningParameterOrder)
 
 	const t = workflowtemplates.Provision
@@ -127,7 +130,8 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		task("discover-hosts", t, "discover-hosts", "", "provisioning", cr, "generation", gen),
 		resolve,
 		task("render-inventory", t, "render-inventory", "resolve-leases",
-			"provisioning", cr, "generation", gen, "hosts", "{{tasks.resolve-leases.outputs.parameters.hosts}}"),
+			"provisioning", cr, "generation", gen, "hosts", "{{tasks.resolve-leases.outputs.parameters.hosts}}",
+			"artifacts-ca", wfParam("artifacts-ca")),
 	}
 	// Each step after the last: `argo retry` resumes at the one that failed, and the ones
 	// before it, done, are not run again.
@@ -140,7 +144,7 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		tasks = append(tasks, task(s.Name, t, "run-kubespray", prev, append([]string{
 			"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
 			"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
-			"kubespray-image", wfParam("kubespray-image"),
+			"kubespray-image", wfParam("kubespray-image"), "artifacts-ca", wfParam("artifacts-ca"),
 			"operations", string(ops), "allow-ungraceful", strconv.FormatBool(s.AllowUngraceful)}, ssh...)...))
 		prev = s.Name
 	}

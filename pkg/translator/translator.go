@@ -48,6 +48,9 @@ type Options struct {
 	// Revision distinguishes runs of one generation started for another reason than a
 	// spec change (a node joined the cluster, say). It becomes part of the Workflow name.
 	Revision string
+	// ArtifactsCA is the CA the site's BPAPolicy gives a Provisioning's artifact server
+	// (policy.Policy.ArtifactsCA), "" for none: the translator reads no policy itself.
+	ArtifactsCA string
 }
 
 // ClusterOf returns the cluster a CR belongs to, or an error naming the missing label.
@@ -189,15 +192,15 @@ func task(name, wft, tmpl, depends string, args ...string) wfv1.DAGTask {
 
 func wfParam(name string) string { return "{{workflow.parameters." + name + "}}" }
 
-// Translate translates any runnable BPA object. A Cluster has no Workflow of its own and
-// gives (nil, nil).
+// Translate translates any runnable BPA object. A Cluster or a BPAPolicy has no Workflow of
+// its own and gives (nil, nil).
 func Translate(obj any, opts Options) (*wfv1.Workflow, error) {
 	switch o := obj.(type) {
 	case *bpav1.Provisioning:
 		return Provisioning(o, opts)
 	case *bpav1.Software:
 		return Software(o, opts)
-	case *bpav1.Cluster:
+	case *bpav1.Cluster, *bpav1.BPAPolicy:
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("cannot translate %T", obj)

@@ -123,6 +123,8 @@ func ValidateUnstructured(ctx context.Context, u *unstructured.Unstructured) (Do
 		}
 		errs = pol.CheckSoftware(o)
 		o.Namespace = u.GetNamespace()
+	case *bpav1.BPAPolicy:
+		errs = policy.CheckPolicy(&o.Spec)
 	}
 	if len(errs) > 0 {
 		return doc, errs
@@ -155,6 +157,8 @@ func typed(u *unstructured.Unstructured) (runtime.Object, error) {
 		obj = &bpav1.Software{}
 	case "Cluster":
 		obj = &bpav1.Cluster{}
+	case "BPAPolicy":
+		obj = &bpav1.BPAPolicy{}
 	default:
 		return nil, fmt.Errorf("unknown kind %q", u.GetKind())
 	}

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,51 +12,81 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 )
 
 // ---- scenario k: an air-gapped site ----
 //
 // A real bpa serve holds every file and image kubespray v2.28.0 fetches for Kubernetes
-// 1.32.5 (tiny stand-ins, uploaded with tus and pushed with go-containerregistry). A
-// Provisioning with spec.offline builds its cluster: run-kubespray's pre-flight finds
-// everything, and the SIMULATED kubespray downloads every file from the server over HTTPS
-// (trusting it through the trust store, as a site's image would). With one file deleted, the
-// next run fails before touching a host, naming it.
+// 1.32.5 (tiny stand-ins, uploaded with tus and pushed with go-containerregistry). Its
+// certificate is self-signed: no trust store holds it.
+//   - Without a BPAPolicy entry for the server, the run fails ON THE HOSTS: the SIMULATED
+//     kubespray fetches with each host's curl and trust store, which reject the server
+//     (the kubespray container is made to trust it, so the pre-flight passes and only the
+//     nodes' trust is tested).
+//   - With the admin's spec.artifactServers entry, run-kubespray installs the CA on every
+//     host (the real update-ca-certificates, in each host's own store) and trusts it for
+//     the pre-flight; every host fetches every file and image manifest.
+//   - A rerun installs nothing again. With one file deleted, the next run fails before
+//     touching a host, naming it.
 func (e *env) scenarioOffline(t *testing.T) {
-	url, up := artifactstest.Server(e.ctx, t, e.Rig)
-	e.SetKubesprayEnv("SSL_CERT_FILE=" + os.Getenv("SSL_CERT_FILE"))
-	t.Cleanup(func() { e.SetKubesprayEnv() })
+	url, ca, up := artifactstest.Server(e.ctx, t, e.Rig)
 	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
 	require.NoError(t, err)
-	for _, f := range d.Files {
-		file := filepath.Join(t.TempDir(), "f")
-		require.NoError(t, os.WriteFile(file, []byte(f), 0o600))
-		_, err := up.Push(e.ctx, file, f)
-		require.NoError(t, err)
-	}
-	for _, i := range d.Images {
-		ref, err := up.ImageRef(i)
-		require.NoError(t, err)
-		img, err := random.Image(64, 1)
-		require.NoError(t, err)
-		require.NoError(t, remote.Write(ref, img, remote.WithContext(e.ctx), remote.WithTransport(up.HTTP.Transport)), i)
-	}
+	artifactstest.Upload(e.ctx, t, up, d.Files, d.Images)
 
-	p := e.newCluster(t, "offline", 250, 1, 0)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, ca, 0o644))
+	e.SetKubesprayEnv("SSL_CERT_FILE=" + caFile)
+	p := e.newCluster(t, "offline", 250, 1, 1)
 	p.Spec.Offline = &bpav1.OfflineConfig{URL: url}
 	p.Spec.Kubernetes = &bpav1.KubernetesConfig{Version: "1.32.5"}
 	e.create(t, p)
-	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
+	failed := e.waitPhase(t, p.Name, bpav1.PhaseFailed)
+	assert.Regexp(t, `fatal: \[(m|w)1\]: .*could not be fetched from \S+/files on (m|w)1.*SSL certificate problem: self-signed certificate`, failed.Status.Message)
+	e.SetKubesprayEnv()
+
+	// The admin lists the server with its CA in the site's BPAPolicy (config/ ships one).
+	pol := &bpav1.BPAPolicy{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
+	before := pol.Spec.ArtifactServers
+	pol.Spec.ArtifactServers = append(before, bpav1.ArtifactServer{URL: url, CABundle: string(ca)})
+	require.NoError(t, e.Client.Update(e.ctx, pol))
+	t.Cleanup(func() {
+		if e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol) == nil {
+			pol.Spec.ArtifactServers = before
+			_ = e.Client.Update(e.ctx, pol)
+		}
+	})
+	// A rerun is a Workflow of its own: wait for it before its phase (the last one's may be
+	// the same).
+	rerun := func(why string, phase bpav1.RunPhase) *bpav1.Provisioning {
+		require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), p))
+		last := p.Status.Workflow.Name
+		p.Annotations = map[string]string{bpav1.RerunAnnotation: why}
+		require.NoError(t, e.Client.Update(e.ctx, p))
+		e.waitFor(t, p, p.Name, func() bool { return p.Status.Workflow != nil && p.Status.Workflow.Name != last }, "the rerun's Workflow")
+		return e.waitPhase(t, p.Name, phase)
+	}
+	got := rerun("with-ca", bpav1.PhaseSucceeded)
 	logs := e.argoLogs(t, got.Status.Workflow.Name)
 	assertLogLines(t, logs, "run-kubespray",
 		`offline: the artifact server \S+ holds all 23 artifacts kubespray v2.28.0 downloads`,
-		`offline: downloaded 11 files \(\d+ bytes\) from \S+/files`)
+		`artifact server CA: installed on m1 `, `artifact server CA: installed on w1 `,
+		`artifact server CA \(1 certificates\): installed on 2 hosts, already current on 0, failed on 0`,
+		`offline: 2 hosts downloaded every file and image manifest \(\d+ bytes\) from \S+/files`)
+	for _, ip := range []string{"127.0.1.250", "127.0.1.251"} {
+		data, err := os.ReadFile(e.Machine(ip).File(nodetrust.Path))
+		require.NoError(t, err)
+		assert.Equal(t, string(ca), string(data), ip)
+	}
+
+	got = rerun("again", bpav1.PhaseSucceeded)
+	assertLogLines(t, e.argoLogs(t, got.Status.Workflow.Name), "run-kubespray",
+		`artifact server CA \(1 certificates\): installed on 0 hosts, already current on 2, failed on 0`)
 
 	require.NoError(t, up.Remove(e.ctx, d.Files[0]))
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), p))
-	p.Annotations = map[string]string{bpav1.RerunAnnotation: "after-delete"}
-	require.NoError(t, e.Client.Update(e.ctx, p))
-	failed := e.waitPhase(t, p.Name, bpav1.PhaseFailed)
+	failed = rerun("after-delete", bpav1.PhaseFailed)
 	assert.Contains(t, failed.Status.Message, "lacks 1 of the 23 artifacts")
 	assert.Contains(t, failed.Status.Message, d.Files[0])
 	e.deleteAndCheckCleanup(t, failed)

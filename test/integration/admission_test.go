@@ -14,7 +14,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
-var resources = map[string]string{"Provisioning": "provisionings", "Software": "softwares", "Cluster": "clusters"}
+var resources = map[string]string{"Provisioning": "provisionings", "Software": "softwares", "Cluster": "clusters", "BPAPolicy": "bpapolicies"}
 
 func gvr(kind string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "bpa.akraino.org", Version: "v1alpha1", Resource: resources[kind]}

@@ -31,7 +31,10 @@ func admissionRig(t *testing.T) (context.Context, func(u *unstructured.Unstructu
 	dyn, err := dynamic.NewForConfig(r.RESTConfig)
 	require.NoError(t, err)
 	create := func(u *unstructured.Unstructured) error {
-		res := dyn.Resource(gvr(u.GetKind())).Namespace(r.Namespace)
+		var res dynamic.ResourceInterface = dyn.Resource(gvr(u.GetKind())).Namespace(r.Namespace)
+		if u.GetKind() == "BPAPolicy" { // cluster-scoped
+			res = dyn.Resource(gvr(u.GetKind()))
+		}
 		if _, err := res.Create(ctx, u.DeepCopy(), metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
 			return err
 		}

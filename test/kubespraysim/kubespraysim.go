@@ -18,6 +18,9 @@
 //     does not answer. remove-node.yml logs in to the first control-plane host (kubespray
 //     runs kubectl there) and, unless reset_nodes=false, to the nodes it removes: a dead
 //     node removed with reset_nodes=false allow_ungraceful_removal=true is never dialled;
+//   - at an offline site (spec.offline), cluster.yml, scale.yml and upgrade-cluster.yml
+//     fetch every file and image manifest of the release on each host they cover, with the
+//     host's curl and trust (offline.go);
 //   - cluster.yml leaves an admin.conf on the first control-plane host, which the verify
 //     step fetches over SSH, and runs a kube-system pod there;
 //   - cluster.yml and scale.yml register each host as a Ready Node in the "application"
@@ -330,12 +333,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := p.download(ctx, out); err != nil {
+	pl.task("Gathering Facts")
+	var fetched, bytes int64
+	err = login(ctx, p.a, inv, logins, pl, func(h string, c *sshexec.Client) error {
+		n, err := p.offlineFetch(ctx, h, c)
+		if n > 0 {
+			fetched, bytes = fetched+1, bytes+n
+		}
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	pl.task("Gathering Facts")
-	if err := login(ctx, p.a, inv, logins, pl); err != nil {
-		return err
+	if fetched > 0 {
+		repo, _ := p.vars[kubespray.FilesRepoVar].(string)
+		fmt.Fprintf(out, "offline: %d hosts downloaded every file and image manifest (%d bytes) from %s\n", fetched, bytes, repo)
 	}
 	// Every playbook but reset.yml caches the facts of the hosts it logged in to.
 	if pb != kubespray.Reset {
@@ -883,8 +895,9 @@ func record(args []string, op kubespray.Operation, inventoryFile, varsFile strin
 	return nil
 }
 
-// login proves the key and known_hosts work for each host, as Ansible's first task would.
-func login(ctx context.Context, a playbookArgs, inv *inventory, hosts []string, pl *play) error {
+// login proves the key and known_hosts work for each host, as Ansible's first task would,
+// then runs each on the host's connection.
+func login(ctx context.Context, a playbookArgs, inv *inventory, hosts []string, pl *play, each func(host string, c *sshexec.Client) error) error {
 	port := 22
 	knownHosts, insecure := "", true
 	for _, e := range a.extraVars {
@@ -912,6 +925,9 @@ func login(ctx context.Context, a playbookArgs, inv *inventory, hosts []string, 
 			return fmt.Errorf("fatal: [%s]: UNREACHABLE! %v", n, err)
 		}
 		_, err = c.Output(ctx, []string{"true"})
+		if err == nil {
+			err = each(n, c)
+		}
 		c.Close()
 		if err != nil {
 			pl.fatal(n, "FAILED!", err.Error())

@@ -2,9 +2,6 @@ package kubespraysim
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,53 +12,69 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	bpainventory "github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
 
-// TestOfflineDownloads: with spec.offline, the SIMULATED kubespray downloads every file the
-// release fetches from a real bpa serve over HTTPS (the vars render-inventory writes, read
-// as Ansible would), and fails naming the one that is missing.
+// TestOfflineDownloads: with spec.offline, the SIMULATED kubespray fetches every file and
+// image manifest the release needs from a real bpa serve ON the host (a real sshd), with the
+// host's curl and trust: it fails with an unknown-authority error until the CA is
+// installed (mirrors naming a ca file that is not there, too), then succeeds, and names
+// a missing file with the host.
 func TestOfflineDownloads(t *testing.T) {
-	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url, up := artifactstest.Server(ctx, t, r)
-
-	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
-	require.NoError(t, err)
-	for _, f := range d.Files[1:] {
-		file := filepath.Join(t.TempDir(), "f")
-		require.NoError(t, os.WriteFile(file, []byte(f), 0o600))
-		_, err := up.Push(ctx, file, f)
-		require.NoError(t, err)
-	}
-	data, err := bpainventory.ExtraVars(&bpav1.ProvisioningSpec{Offline: &bpav1.OfflineConfig{URL: url}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}})
-	require.NoError(t, err)
-	vars, err := bpainventory.ReadVars(data)
-	require.NoError(t, err)
+	url, ca, up, d := artifactstest.OfflineSite(ctx, t)
+	artifactstest.Upload(ctx, t, up, d.Files[1:], d.Images)
 	p, patch, err := kubespray.ProfileFor("v2.28.0")
 	require.NoError(t, err)
-	play := &Play{profile: p, patch: patch, op: kubespray.CreateCluster(""), vars: vars}
+	play := func(caPath string) *Play {
+		data, err := bpainventory.ExtraVarsWithCA(&bpav1.ProvisioningSpec{Offline: &bpav1.OfflineConfig{URL: url}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}}, caPath)
+		require.NoError(t, err)
+		vars, err := bpainventory.ReadVars(data)
+		require.NoError(t, err)
+		return &Play{profile: p, patch: patch, op: kubespray.CreateCluster(""), vars: vars}
+	}
+	c := simhost.NewCluster(t)
+	h := c.Start("worker-1", "127.0.1.51")
+	cfg := sshexec.Config{KeyFile: c.ClientKeyPath(), KnownHostsFile: c.KnownHostsPath(), Port: h.Port}
+	client, err := sshexec.Dial(ctx, h.IP, cfg)
+	require.NoError(t, err)
+	defer client.Close()
 
-	var out strings.Builder
-	err = play.download(ctx, &out)
+	_, err = play("").offlineFetch(ctx, h.Name, client)
+	require.Error(t, err, "the host does not trust the server yet")
+	assert.Contains(t, err.Error(), "could not be fetched from "+url+"/files on worker-1")
+	assert.Contains(t, err.Error(), "SSL certificate problem: self-signed certificate")
+	_, err = play(nodetrust.Path).offlineFetch(ctx, h.Name, client)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the mirror's ca "+nodetrust.Path+" does not exist on the host")
+
+	certs, err := nodetrust.Parse(ca)
+	require.NoError(t, err)
+	require.NoError(t, nodetrust.Install(ctx, []nodetrust.Host{{Name: h.Name, Addr: h.IP}}, cfg, certs, &testWriter{t}))
+	_, err = play(nodetrust.Path).offlineFetch(ctx, h.Name, client)
 	require.Error(t, err, "a file is missing")
-	assert.Contains(t, err.Error(), "1 of 11 files could not be downloaded")
-	assert.Contains(t, err.Error(), d.Files[0]+" (HTTP 404)")
+	assert.Contains(t, err.Error(), "1 of 23 files and images could not be fetched")
+	assert.Contains(t, err.Error(), url+"/files/"+d.Files[0]+": curl: (22) The requested URL returned error: 404")
 
-	file := filepath.Join(t.TempDir(), "f")
-	require.NoError(t, os.WriteFile(file, []byte(d.Files[0]), 0o600))
-	_, err = up.Push(ctx, file, d.Files[0])
+	artifactstest.Upload(ctx, t, up, d.Files[:1], nil)
+	n, err := play(nodetrust.Path).offlineFetch(ctx, h.Name, client)
 	require.NoError(t, err)
-	require.NoError(t, play.download(ctx, &out))
-	assert.Contains(t, out.String(), "offline: downloaded 11 files")
+	assert.Positive(t, n)
 
-	// Without spec.offline nothing is downloaded from anywhere.
-	data, err = bpainventory.ExtraVars(&bpav1.ProvisioningSpec{})
+	// Without spec.offline nothing is fetched from anywhere.
+	data, err := bpainventory.ExtraVars(&bpav1.ProvisioningSpec{})
 	require.NoError(t, err)
-	play.vars, err = bpainventory.ReadVars(data)
+	pl := play("")
+	pl.vars, err = bpainventory.ReadVars(data)
 	require.NoError(t, err)
-	out.Reset()
-	require.NoError(t, play.download(ctx, &out))
-	assert.Empty(t, out.String())
+	n, err = pl.offlineFetch(ctx, h.Name, client)
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }
+
+type testWriter struct{ t *testing.T }
+
+func (w *testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

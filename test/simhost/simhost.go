@@ -12,6 +12,11 @@
 //     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
 //     serve as the mount point);
+//   - with a trust store of its own: per-host directories on /etc/bpa,
+//     /usr/local/share/ca-certificates and /etc/ssl/certs (a copy of the machine's, links
+//     and bundle), so the real update-ca-certificates run on a host changes that host's
+//     store only. Its hooks directory (/etc/ca-certificates/update.d) is an empty one: the
+//     machine's hooks (ca-certificates-java's runs dpkg) would reach outside those mounts;
 //   - given a session PATH (sshd's SetEnv) that puts stand-in apt-get, apt-cache, dpkg-query
 //     and sudo first. They record every call and keep a per-host package state (see
 //     stubs.go). HOME is pointed at an empty directory too, because bash sources ~/.bashrc
@@ -163,10 +168,13 @@ func (h *Host) setUp(t testing.TB) {
 	h.hostKey = signer.PublicKey()
 	writeFile(t, h.path("ssh_host_ed25519_key"), priv, 0o600)
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
-	for _, d := range []string{"bin", "home", "kubernetes"} {
+	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if out, err := exec.Command("cp", "-a", "/etc/ssl/certs", h.path("ssl-certs")).CombinedOutput(); err != nil {
+		t.Fatalf("simhost: copying the machine's /etc/ssl/certs: %v: %s", err, out)
 	}
 	for _, f := range []string{"calls.log", "packages", "available", "held"} {
 		writeFile(t, h.path(f), nil, 0o644)
@@ -216,8 +224,11 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	writeFile(t, h.path("sshd_config"), []byte(config), 0o644)
 
 	// /run/sshd is sshd's privilege-separation directory, normally made by its service unit.
-	script := fmt.Sprintf("mkdir -p /run/sshd /etc/kubernetes && mount --bind %s /etc/kubernetes && exec %s -D -e -f %s",
-		shQuote(h.path("kubernetes")), SSHD, shQuote(h.path("sshd_config")))
+	script := "mkdir -p /run/sshd"
+	for dir, at := range hostMounts {
+		script += fmt.Sprintf(" && mkdir -p %s && mount --bind %s %s", at, shQuote(h.path(dir)), at)
+	}
+	script += fmt.Sprintf(" && exec %s -D -e -f %s", SSHD, shQuote(h.path("sshd_config")))
 	logFile, err := os.OpenFile(h.path("sshd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -328,6 +339,24 @@ func (h *Host) KnownHostsPath() string { return h.cluster.knownHostsPath }
 
 // Dir is the host's state directory.
 func (h *Host) Dir() string { return h.dir }
+
+// hostMounts are the per-host directories (under the host's own) and where the host sees them.
+var hostMounts = map[string]string{
+	"kubernetes": "/etc/kubernetes", "bpa": "/etc/bpa", "local-ca-certificates": "/usr/local/share/ca-certificates",
+	"ssl-certs": "/etc/ssl/certs", "ca-hooks": "/etc/ca-certificates/update.d",
+}
+
+// File is where the test reads the file the host sees at path, under one of its own
+// directories (/etc/kubernetes, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs).
+func (h *Host) File(path string) string {
+	for dir, at := range hostMounts {
+		if rest, ok := strings.CutPrefix(path, at+"/"); ok {
+			return h.path(dir, rest)
+		}
+	}
+	h.cluster.t.Fatalf("simhost: %s is not in one of the host's own directories", path)
+	return ""
+}
 
 // KubernetesDir is the directory the host sees as /etc/kubernetes.
 func (h *Host) KubernetesDir() string { return h.path("kubernetes") }

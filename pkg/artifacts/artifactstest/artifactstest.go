@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -64,11 +67,11 @@ func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string
 }
 
 // Server starts a real artifact server over HTTPS that reads anonymously, as a site's
-// nodes read it, and makes this process trust its certificate through the system trust
-// store (SSL_CERT_FILE), as nodes and the kubespray image do. It returns the server's URL
-// and a client that uploads with a real token of a ServiceAccount bound to config/serve's
-// bpa-artifacts-uploader.
-func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, *artifacts.Client) {
+// nodes read it. It returns the server's URL, its CA (PEM: the self-signed certificate it
+// serves, which no trust store holds: a reader trusts it only when given it, as the nodes
+// are by BPAPolicy spec.artifactServers), and a client that trusts it and uploads with a
+// real token of a ServiceAccount bound to config/serve's bpa-artifacts-uploader.
+func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, []byte, *artifacts.Client) {
 	InstallRoles(ctx, t, r)
 	token := Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
 	auth, err := artifacts.NewAuth(r.RESTConfig, true)
@@ -77,10 +80,35 @@ func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, *artifacts.C
 	require.NoError(t, err)
 	ts := httptest.NewTLSServer(srv)
 	t.Cleanup(ts.Close)
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600))
-	t.Setenv("SSL_CERT_FILE", ca)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
 	tc := ts.Client()
 	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
-	return ts.URL, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
+	return ts.URL, ca, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
+}
+
+// Upload puts tiny stand-ins of files (each holding its own path) and images (random, one
+// layer) on the server through up.
+func Upload(ctx context.Context, t testing.TB, up *artifacts.Client, files, images []string) {
+	for _, f := range files {
+		file := filepath.Join(t.TempDir(), "f")
+		require.NoError(t, os.WriteFile(file, []byte(f), 0o600))
+		_, err := up.Push(ctx, file, f)
+		require.NoError(t, err)
+	}
+	for _, i := range images {
+		ref, err := up.ImageRef(i)
+		require.NoError(t, err)
+		img, err := random.Image(64, 1)
+		require.NoError(t, err)
+		require.NoError(t, remote.Write(ref, img, remote.WithContext(ctx), remote.WithTransport(up.HTTP.Transport)), i)
+	}
+}
+
+// OfflineSite is Server on a rig of its own, with what kubespray v2.28.0 downloads for
+// Kubernetes 1.32.5 (amd64), which the offline tests upload from.
+func OfflineSite(ctx context.Context, t *testing.T) (string, []byte, *artifacts.Client, *kubespray.Downloads) {
+	url, ca, up := Server(ctx, t, rig.ForTest(t, rig.Options{NoArgoCRDs: true}))
+	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
+	require.NoError(t, err)
+	return url, ca, up, d
 }

@@ -81,6 +81,10 @@ func (o options) parameters(ctx context.Context, c client.Client) (map[string]st
 		if err != nil {
 			return nil, err
 		}
+		// The CA the run installs on the nodes for spec.offline's server: the admin's only.
+		if params["artifacts-ca"], err = pol.ArtifactsCA(p); err != nil {
+			return nil, err
+		}
 	case o.software != "" && o.provisioning == "":
 		s := &bpav1.Software{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.software}, s); err != nil {

@@ -2,6 +2,9 @@ package lookup
 
 import (
 	"context"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,4 +102,24 @@ func TestLookupFailsClearly(t *testing.T) {
 	require.ErrorContains(t, err, "reading Provisioning ns/missing")
 	err = options{namespace: "ns", outputDir: t.TempDir()}.run(context.Background(), c)
 	require.ErrorContains(t, err, "exactly one of")
+}
+
+// An ad-hoc run gets the CA the site policy gives its artifact server, as the controller's
+// Workflow does, and none for a server the policy does not list.
+func TestLookupWritesThePolicysCA(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
+		ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: "\n" + string(ca)}}}}
+	for url, want := range map[string]string{"https://artifacts:8443": string(ca), "https://elsewhere:8443": ""} {
+		p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
+			Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: url}}}
+		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, pol, sshSecret("c1-ssh", "c1")).Build()
+		dir := t.TempDir()
+		require.NoError(t, options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c))
+		got, err := os.ReadFile(filepath.Join(dir, "artifacts-ca"))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(got), url)
+	}
 }

@@ -6,6 +6,7 @@
 package renderinventory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 )
@@ -31,6 +33,9 @@ type Options struct {
 	HostsFile       string
 	OutputInventory string
 	OutputVars      string
+	// ArtifactsCA is a file with the site policy's CA for spec.offline's server (PEM), or
+	// empty; "" for no file.
+	ArtifactsCA string
 }
 
 // Command returns `bpa step render-inventory`.
@@ -44,6 +49,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "hosts with their IPs, from resolve-leases (JSON)")
 			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", "/tmp/bpa/out/hosts.ini", "file to write the inventory to")
 			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.yaml", "file to write the ansible-playbook extra vars to (YAML, strings tagged !unsafe)")
+			cmd.Flags().StringVar(&o.ArtifactsCA, "artifacts-ca", "", "file with the site policy's CA for spec.offline's artifact server (PEM; empty file: none); containerd's mirrors then name the node file run-kubespray installs it at")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
 			return Run(ctx, c, o, os.Stderr)
@@ -69,7 +75,11 @@ func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("Provisioning %s: inventory: %w", p.Name, err)
 	}
-	vars, err := inventory.ExtraVars(&p.Spec)
+	caPath, err := nodeCAPath(o.ArtifactsCA)
+	if err != nil {
+		return err
+	}
+	vars, err := inventory.ExtraVarsWithCA(&p.Spec, caPath)
 	if err != nil {
 		return fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}
@@ -91,6 +101,22 @@ func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error 
 	fmt.Fprintf(warn, "rendered the inventory of %d hosts from %s; it passed the inventory rules; vars file written (%d bytes)\n",
 		len(hosts), source, len(vars))
 	return nil
+}
+
+// nodeCAPath is where the nodes will have the CA in file (nodetrust.Path), or "" when file is
+// unset or empty. The CA crossed an Argo parameter: it must be certificates only.
+func nodeCAPath(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return "", err
+	}
+	if _, err := nodetrust.Parse(data); err != nil {
+		return "", fmt.Errorf("--artifacts-ca %s (BPAPolicy spec.artifactServers[].caBundle): %w", file, err)
+	}
+	return nodetrust.Path, nil
 }
 
 func inventoryFlavor(p *bpav1.Provisioning) bpav1.InventoryFlavor {

@@ -1,16 +1,22 @@
 package runkubespray
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 )
 
 // offlinePreflight runs before any host is touched. When the vars file is offline (it
@@ -18,8 +24,9 @@ import (
 // checks that the artifact server holds every file and image of the release's download
 // table (amd64) and fails listing what is missing. It reads anonymously (the step has no
 // token for the server: bpa serve must allow anonymous reads, as the nodes need too) and
-// verifies the server's certificate against the container's trust store.
-func offlinePreflight(ctx context.Context, varsFile, image string) error {
+// verifies the server's certificate against the container's trust store and ca, the site
+// policy's CA for the server.
+func offlinePreflight(ctx context.Context, varsFile, image string, ca []*x509.Certificate) error {
 	data, err := os.ReadFile(varsFile)
 	if err != nil {
 		return err
@@ -45,7 +52,16 @@ func offlinePreflight(ctx context.Context, varsFile, image string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	c := &artifacts.Client{URL: server, HTTP: &http.Client{Transport: http.DefaultTransport}}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	for _, c := range ca {
+		roots.AddCert(c)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	c := &artifacts.Client{URL: server, HTTP: &http.Client{Transport: tr}}
 	missing, err := c.Missing(ctx, d.Files, d.Images)
 	if err != nil {
 		return fmt.Errorf("offline: checking the artifact server %s: %w", server, err)
@@ -56,4 +72,68 @@ func offlinePreflight(ctx context.Context, varsFile, image string) error {
 	}
 	fmt.Printf("offline: the artifact server %s holds all %d artifacts kubespray %s downloads\n", server, len(d.Files)+len(d.Images), tag)
 	return nil
+}
+
+// artifactsCA reads --artifacts-ca: nil when unset or empty. It crossed an Argo parameter,
+// so it is parsed again: certificates only.
+func (o Options) artifactsCA() ([]*x509.Certificate, error) {
+	if o.ArtifactsCA == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.ArtifactsCA)
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return nil, err
+	}
+	certs, err := nodetrust.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("--artifacts-ca %s (BPAPolicy spec.artifactServers[].caBundle): %w", o.ArtifactsCA, err)
+	}
+	return certs, nil
+}
+
+// downloads are the playbooks that fetch files and images on the hosts they run on.
+var downloads = []kubespray.Playbook{kubespray.Cluster, kubespray.Scale, kubespray.Upgrade}
+
+// caHosts are the hosts the operations that download run on: each one's --limit (every
+// host without one), less the hosts it leaves out and every host a removal of the step
+// removes.
+func caHosts(ops []kubespray.Operation, ini []byte) []nodetrust.Host {
+	groups, addrs := inventory.Groups(ini), inventory.Addresses(ini)
+	var removed []string
+	for _, op := range ops {
+		if node, ok := op.Vars["node"].(string); op.Playbook == kubespray.Remove && ok {
+			removed = append(removed, strings.Split(node, ",")...)
+		}
+	}
+	var names []string
+	for _, op := range ops {
+		if !slices.Contains(downloads, op.Playbook) {
+			continue
+		}
+		for _, h := range groups.Hosts(op.Limit) {
+			if !slices.Contains(op.Without, h) && !slices.Contains(removed, h) && !slices.Contains(names, h) {
+				names = append(names, h)
+			}
+		}
+	}
+	hosts := make([]nodetrust.Host, len(names))
+	for i, n := range names {
+		hosts[i] = nodetrust.Host{Name: n, Addr: addrs[n]}
+	}
+	return hosts
+}
+
+// caInstallTimeout bounds installing the CA on every host (32 at a time).
+const caInstallTimeout = 15 * time.Minute
+
+// installCA puts the artifact server's CA on the hosts of the operations that download,
+// before any of them runs: kubespray has no variable that installs one.
+func (o Options) installCA(ctx context.Context, ops []kubespray.Operation, ini []byte, ca []*x509.Certificate) error {
+	hosts := caHosts(ops, ini)
+	if len(hosts) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, caInstallTimeout)
+	defer cancel()
+	return nodetrust.Install(ctx, hosts, o.sshConfig(sshexec.DefaultConnectTimeout), ca, os.Stdout)
 }

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +64,10 @@ type Options struct {
 	AllowUngraceful bool
 	// AnsiblePlaybook is the program: a name looked up in PATH, or an absolute path.
 	AnsiblePlaybook string
+	// ArtifactsCA is a file with the site policy's CA for spec.offline's artifact server
+	// (PEM), or empty: installed on the hosts of the playbooks that download, and trusted by
+	// the offline pre-flight. "" for no file.
+	ArtifactsCA string
 }
 
 // DefaultOptions are the flags' defaults: the paths the WorkflowTemplate mounts the inputs
@@ -100,6 +103,7 @@ func Command() *cobra.Command {
 			f.StringVar(&o.Operations, "operations", "", "JSON list of the kubespray operations to run in order, in this container (replaces --playbook, --limit and --playbook-vars)")
 			f.BoolVar(&o.AllowUngraceful, "allow-ungraceful", false, "remove a node that cannot be reached over SSH without draining or resetting it; without it such a removal fails with NodeUnreachable")
 			f.StringVar(&o.AnsiblePlaybook, "ansible-playbook", d.AnsiblePlaybook, "ansible-playbook program: a name looked up in PATH, or an absolute path")
+			f.StringVar(&o.ArtifactsCA, "artifacts-ca", "", "file with the site policy's CA for spec.offline's artifact server (PEM; empty file: none), installed on the hosts before a playbook that downloads")
 		},
 		Run: func(ctx context.Context) error { return Run(ctx, o) },
 	})
@@ -149,9 +153,11 @@ func (o Options) Validate() error {
 	if err := checkPath("playbook", o.Playbook, playbook); err != nil {
 		return err
 	}
-	if o.Operations != "" {
-		if err := checkPath("operations", o.Operations, absPath); err != nil {
-			return err
+	for _, f := range []struct{ flag, value string }{{"operations", o.Operations}, {"artifacts-ca", o.ArtifactsCA}} {
+		if f.value != "" {
+			if err := checkPath(f.flag, f.value, absPath); err != nil {
+				return err
+			}
 		}
 	}
 	if strings.Contains(o.AnsiblePlaybook, "/") {
@@ -409,11 +415,20 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage); err != nil {
+	ca, err := o.artifactsCA()
+	if err != nil {
+		return err
+	}
+	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage, ca); err != nil {
 		return err
 	}
 	if ops, err = o.removals(ctx, ops, inventory.Addresses(ini)); err != nil {
 		return err
+	}
+	if len(ca) > 0 {
+		if err := o.installCA(ctx, ops, ini, ca); err != nil {
+			return err
+		}
 	}
 	runs := make([]Invocation, len(ops))
 	for i, op := range ops {
@@ -544,10 +559,15 @@ func (o Options) removals(ctx context.Context, ops []kubespray.Operation, addrs 
 	return out, nil
 }
 
+// sshConfig logs in to a host as Ansible does: same key, known_hosts, user and port.
+func (o Options) sshConfig(timeout time.Duration) sshexec.Config {
+	return sshexec.Config{KeyFile: o.SSHKey, KnownHostsFile: o.KnownHosts, User: o.SSHUser, Port: o.SSHPort,
+		InsecureIgnoreHostKey: o.InsecureIgnoreHostKey, ConnectTimeout: timeout}
+}
+
 // unreachable logs in to each node at once and returns those it could not reach, with why.
 func (o Options) unreachable(ctx context.Context, nodes []string, addrs map[string]string) (dead, why []string, err error) {
-	cfg := sshexec.Config{KeyFile: o.SSHKey, KnownHostsFile: o.KnownHosts, User: o.SSHUser, Port: o.SSHPort,
-		InsecureIgnoreHostKey: o.InsecureIgnoreHostKey, ConnectTimeout: probeTimeout}
+	cfg := o.sshConfig(probeTimeout)
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -567,7 +587,7 @@ func (o Options) unreachable(ctx context.Context, nodes []string, addrs map[stri
 	for i, err := range errs {
 		switch {
 		case err == nil:
-		case !isNetworkFailure(err):
+		case !sshexec.IsNetworkFailure(err):
 			// A host that answers but fails the host-key check or refuses the key is not
 			// dead: removing it without a drain or reset would leave its kubelet running.
 			return nil, nil, fmt.Errorf("node %s (%s) answers but cannot be logged in to: %w; BPA removes a node without draining it only when it cannot be reached at all: fix the host key or credentials",
@@ -578,14 +598,6 @@ func (o Options) unreachable(ctx context.Context, nodes []string, addrs map[stri
 		}
 	}
 	return dead, why, nil
-}
-
-// isNetworkFailure says whether err means the host could not be reached (refused, no route,
-// timed out), as opposed to an SSH-level refusal from a host that answered.
-func isNetworkFailure(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -32,7 +32,38 @@ type BPAPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +listType=atomic
 	Namespaces []NamespaceGrant `json:"namespaces,omitempty"`
+
+	// ArtifactServers are the artifact servers (bpa serve) whose CA BPA installs on a
+	// cluster's nodes. When a Provisioning's spec.offline.url equals an entry's url, its
+	// caBundle is written to each node (ArtifactsCAPath and the OS trust store) before any
+	// kubespray playbook that downloads, and containerd's mirrors name it. A server not
+	// listed gets no CA: the nodes must trust its certificate already. Only the admin sets a
+	// CA: a CR author has no field for one, since a trusted CA can impersonate any server.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=url
+	ArtifactServers []ArtifactServer `json:"artifactServers,omitempty"`
 }
+
+// ArtifactServer is an artifact server and the CA its certificate chains to.
+type ArtifactServer struct {
+	// URL is the server's base, exactly as Provisionings write spec.offline.url.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	URL string `json:"url"`
+
+	// CABundle is one or more PEM CERTIFICATE blocks and nothing else (cert-manager's
+	// ca.crt, say). BPA parses every certificate and sends the nodes only its own
+	// re-encoding of them.
+	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:Pattern=`^(\s*-----BEGIN CERTIFICATE-----[\sA-Za-z0-9+/=]+-----END CERTIFICATE-----)+\s*$`
+	CABundle string `json:"caBundle"`
+}
+
+// ArtifactsCAPath is where BPA installs an artifact server's CA on every node, whatever its
+// OS family; containerd_registries_mirrors[].mirrors[].ca names it.
+const ArtifactsCAPath = "/etc/bpa/artifacts-ca.crt"
 
 // NamespaceGrant gives the CRs of some namespaces more than the defaults.
 type NamespaceGrant struct {
