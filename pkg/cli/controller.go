@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 
@@ -42,7 +44,14 @@ func init() {
 				if qps > 0 {
 					cfg.QPS, cfg.Burst = qps, burst
 				}
-				return controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
+				err = controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
+				if errors.Is(err, controller.ErrArgoInstalled) {
+					// Not a failure: the Deployment starts the controller again, now
+					// watching Workflows.
+					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					return nil
+				}
+				return err
 			},
 		}
 		f := cmd.Flags()

@@ -51,8 +51,11 @@ var cacheIndexes = []cacheIndex{
 	}},
 }
 
-func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+func setupIndexes(ctx context.Context, mgr ctrl.Manager, argo bool) error {
 	for _, i := range cacheIndexes {
+		if _, wf := i.obj.(*wfv1.Workflow); wf && !argo {
+			continue // not served: indexing it would fail the start (argo.go)
+		}
 		if err := mgr.GetFieldIndexer().IndexField(ctx, i.obj, i.field, i.extract); err != nil {
 			return err
 		}

@@ -53,6 +53,9 @@ type Options struct {
 	SkipNameValidation bool
 	// Translator options (service account of the step pods).
 	Translator translator.Options
+	// ArgoPollInterval is how often a controller started without Argo Workflows looks for
+	// it (see argo.go); 0 means 30 s.
+	ArgoPollInterval time.Duration
 }
 
 // Scheme knows every kind the controller reads or writes.
@@ -195,6 +198,21 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if leNamespace == "" && len(opts.Namespaces) > 0 {
 		leNamespace = opts.Namespaces[0]
 	}
+	disc, err := newDiscovery(cfg)
+	if err != nil {
+		return nil, err
+	}
+	argo, err := workflowsServed(disc)
+	if err != nil {
+		return nil, fmt.Errorf("looking for Argo Workflows: %w", err)
+	}
+	byObject := map[client.Object]cache.ByObject{
+		// Only the address ConfigMaps BPA publishes, not every ConfigMap.
+		&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*hasCluster)},
+	}
+	if argo { // see argo.go
+		byObject[&wfv1.Workflow{}] = cache.ByObject{Transform: trimWorkflow}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
@@ -210,24 +228,30 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			NewInformer:       newInformer,
 			DefaultNamespaces: defaultNamespaces,
 			DefaultTransform:  cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&wfv1.Workflow{}: {Transform: trimWorkflow},
-				// Only the address ConfigMaps BPA publishes, not every ConfigMap.
-				&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*hasCluster)},
-			},
+			ByObject:          byObject,
 		},
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := setupIndexes(context.Background(), mgr); err != nil {
+	if !argo {
+		every := opts.ArgoPollInterval
+		if every == 0 {
+			every = defaultArgoPollInterval
+		}
+		ctrl.Log.Info("Argo Workflows is not installed (the Workflow kind argoproj.io/v1alpha1 is not served): starting without Workflow watches; runs wait with ArgoUnavailable, and the controller restarts once Argo is served", "pollInterval", every)
+		if err := mgr.Add(&argoWatch{disc: disc, every: every}); err != nil {
+			return nil, err
+		}
+	}
+	if err := setupIndexes(context.Background(), mgr, argo); err != nil {
 		return nil, fmt.Errorf("cache indexes: %w", err)
 	}
-	if err := SetupProvisioning(mgr, opts.Translator); err != nil {
+	if err := SetupProvisioning(mgr, opts.Translator, argo); err != nil {
 		return nil, fmt.Errorf("provisioning controller: %w", err)
 	}
-	if err := SetupSoftware(mgr, opts.Translator); err != nil {
+	if err := SetupSoftware(mgr, opts.Translator, argo); err != nil {
 		return nil, fmt.Errorf("software controller: %w", err)
 	}
 	if err := SetupCluster(mgr); err != nil {
@@ -239,7 +263,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if opts.ApplyTemplates {
+	if opts.ApplyTemplates && argo { // without Argo, the restart once it is served applies them
 		if err := mgr.Add(&templateApplier{client: mgr.GetClient(), namespaces: opts.Namespaces, image: opts.StepImage}); err != nil {
 			return nil, err
 		}

@@ -40,7 +40,7 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // SetupProvisioning registers the Provisioning reconciler.
-func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
+func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 	r := &runReconciler{
 		Client:   mgr.GetClient(),
 		Reader:   mgr.GetAPIReader(),
@@ -77,9 +77,12 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options) error {
 		return admitProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning), cluster)
 	}
 	r.kind.reset = r.resetBeforeRelease
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel)), builder.WithPredicates(notCreatedByUs)).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+	if argo { // see argo.go
+		b = b.Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel)), builder.WithPredicates(notCreatedByUs))
+	}
+	return b.
 		// When the Provisioning holding a cluster goes, the next one may act.
 		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(siblingsOf(r.Client)),
 			builder.WithPredicates(predicate.Funcs{

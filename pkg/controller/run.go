@@ -162,12 +162,6 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 		return nil
 	}
 
-	wfs, err := r.workflows(ctx, obj)
-	if err != nil {
-		return err
-	}
-	current := currentWorkflow(wfs, st.Workflow)
-
 	revision := ""
 	if r.kind.revision != nil {
 		if revision, err = r.kind.revision(ctx, obj); err != nil {
@@ -177,6 +171,22 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 	rerun := obj.GetAnnotations()[bpav1.RerunAnnotation]
 	needRun := st.ObservedGeneration != gen || st.LastHandledRerun != rerun ||
 		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
+
+	wfs, err := r.workflows(ctx, obj)
+	if argoGone(err) {
+		// Argo is not installed (argo.go). A CR with nothing to run keeps its status: the
+		// cluster is as the last run left it. One that needs a run says why it waits.
+		if needRun {
+			setStalled(st, gen, ReasonArgoUnavailable, fmt.Sprintf("Argo Workflows is not installed (the Workflow kind %s is not served), so the run for generation %d cannot start; install Argo Workflows, and the BPA controller restarts to pick it up",
+				wfv1.SchemeGroupVersion, gen))
+			res.RequeueAfter = refusalRetry
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	current := currentWorkflow(wfs, st.Workflow)
 
 	if needRun && current != nil && st.Workflow != nil {
 		// Fold in what the last run did before planning the next: a run that ended while

@@ -23,7 +23,7 @@ import (
 )
 
 // SetupSoftware registers the Software reconciler.
-func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
+func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 	c := mgr.GetClient()
 	r := &runReconciler{
 		Client:   c,
@@ -72,9 +72,12 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options) error {
 		}
 		return softwaresOfCluster(ctx, c, o.GetNamespace(), cluster)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&bpav1.Software{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel)), builder.WithPredicates(notCreatedByUs)).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&bpav1.Software{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+	if argo { // see argo.go
+		b = b.Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel)), builder.WithPredicates(notCreatedByUs))
+	}
+	return b.
 		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares)).
 		Watches(&bpav1.BPAPolicy{}, handler.EnqueueRequestsFromMapFunc(allOf(c, &bpav1.SoftwareList{}))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),

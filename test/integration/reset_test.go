@@ -15,16 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
 
@@ -35,55 +31,15 @@ import (
 // releases them when it succeeds; and once the Workflow kind is no longer served (Argo's
 // CRD deleted), a Reset deletion waits with ArgoUnavailable until skip-reset=true.
 func TestDeletionPolicyOnRig(t *testing.T) {
-	r := rig.ForTest(t, rig.Options{MinimalArgoCRDs: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
-	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
-	require.NoError(t, err)
+	ctx, r, c, stop, stopped := controllerOnRig(t, rig.Options{MinimalArgoCRDs: true}, controller.Options{})
+	defer func() { stop(); require.NoError(t, <-stopped) }()
 	ns := r.Namespace
 	require.NoError(t, c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-ssh", Labels: map[string]string{bpav1.ClusterNameLabel: "c1"}},
 		Data:       map[string][]byte{"ssh-privatekey": []byte("k"), "known_hosts": []byte("h")}}))
 
-	ctrl.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
-	mgr, err := controller.NewManager(r.RESTConfig, controller.Options{Namespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true})
-	require.NoError(t, err)
-	mctx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- mgr.Start(mctx) }()
-	defer func() { stop(); require.NoError(t, <-stopped) }()
-
-	get := func(name string) *bpav1.Provisioning {
-		p := &bpav1.Provisioning{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); apierrors.IsNotFound(err) {
-			return nil
-		} else {
-			require.NoError(t, err)
-		}
-		return p
-	}
-	// provisioned creates a Provisioning whose cluster was built on host <name>-host, as a
-	// finished run leaves it: the host claimed for it, status.applied naming the node.
-	provisioned := func(name string, policy bpav1.DeletionPolicy) {
-		p := &bpav1.Provisioning{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
-			Spec:       bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, DeletionPolicy: policy},
-		}
-		require.NoError(t, c.Create(ctx, p))
-		eventually(t, "the finalizer", func() bool { return len(get(name).Finalizers) > 0 })
-		h := &metal3v1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-host", Labels: map[string]string{bpav1.HostClaimLabel: "c1"}}}
-		h.Spec.ConsumerRef = &corev1.ObjectReference{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning", Namespace: ns, Name: name, UID: p.UID}
-		require.NoError(t, c.Create(ctx, h))
-		// As the controller records a run that succeeded (it writes the status too: retried).
-		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p = get(name)
-			p.Status.Applied = &bpav1.AppliedState{Generation: 1, Hosts: []bpav1.HostStatus{
-				{Name: "m1", Roles: []string{"master", "worker"}, Etcd: true, IP: "10.0.0.1", BareMetalHost: h.Name}}}
-			return c.Status().Update(ctx, p)
-		}))
-	}
+	get := func(name string) *bpav1.Provisioning { return getProvisioning(ctx, t, c, ns, name) }
+	provisioned := func(name string, policy bpav1.DeletionPolicy) { provisionedOn(ctx, t, c, ns, name, "c1", policy) }
 	claimed := func(name string) bool {
 		h := &metal3v1.BareMetalHost{}
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-host"}, h))

@@ -31,8 +31,14 @@ const ArgoVersion = "v3.7.18"
 // Created, not applied: the workflows CRD (~3 MB) exceeds the client-side
 // apply annotation limit.
 func (r *Rig) installArgoCRDs(ctx context.Context) error {
+	return r.InstallArgoCRDs(ctx, r.opts.MinimalArgoCRDs)
+}
+
+// InstallArgoCRDs installs Argo's CRDs (the minimal ones when minimal) into a running rig,
+// as an admin installing Argo after BPA would.
+func (r *Rig) InstallArgoCRDs(ctx context.Context, minimal bool) error {
 	dir := filepath.Join(r.BinDir, "argo-crds")
-	if r.opts.MinimalArgoCRDs {
+	if minimal {
 		dir = filepath.Join(dir, "minimal")
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
