@@ -14,7 +14,7 @@
 #   hack/deps.sh [--ui] [--check]    --check: only report what is missing (exit 1 if any)
 #   hack/deps.sh --node              only check Node.js (what the UI build needs)
 #
-# DEPS_SBIN (default /usr/sbin) is where sshd is looked for; tests of this script point it,
+# DEPS_SBIN (default /usr/sbin) is where sshd and update-ca-certificates are looked for; tests of this script point it,
 # and PATH, at folders without the tools.
 set -euo pipefail
 
@@ -40,7 +40,7 @@ done
 missing_packages() {
 	[[ -x $SBIN/sshd ]] || echo openssh-server
 	{ command -v ansible-playbook && command -v ansible-inventory; } >/dev/null || echo ansible-core
-	[[ -x /usr/sbin/update-ca-certificates ]] || echo ca-certificates
+	[[ -x $SBIN/update-ca-certificates ]] || echo ca-certificates
 	command -v curl >/dev/null || echo curl
 	if $ui; then command -v chromium >/dev/null || echo chromium; fi
 }

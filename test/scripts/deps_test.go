@@ -55,13 +55,15 @@ func (m *machine) run(args ...string) (string, int) {
 		m.stub("sudo", `[[ $1 == -n ]] && shift; [[ $1 == true ]] && exit 0; SUDOED=1 exec "$@"`)
 	}
 	// apt-get install creates what each package provides: sshd in sbin, the ansible
-	// programs and chromium on PATH. It refuses to run unless root (or sudo) runs it.
+	// programs, curl and chromium on PATH, update-ca-certificates in sbin. It refuses to run unless root (or sudo) runs it.
 	m.stub("apt-get", `[[ $(id -u) == 0 || -n ${SUDOED:-} ]] || { echo "apt-get: not root" >&2; exit 100; }
 echo "$*" >>`+m.calls+`
 echo "Reading package lists..."
 [[ $1 == install ]] || exit 0
 for p in "$@"; do case $p in
 openssh-server) printf '#!/bin/sh\n' >`+m.sbin+`/sshd; chmod +x `+m.sbin+`/sshd ;;
+ca-certificates) printf '#!/bin/sh\n' >`+m.sbin+`/update-ca-certificates; chmod +x `+m.sbin+`/update-ca-certificates ;;
+curl) printf '#!/bin/sh\n' >`+m.path+`/curl; chmod +x `+m.path+`/curl ;;
 ansible-core) for b in ansible-playbook ansible-inventory; do printf '#!/bin/sh\n' >`+m.path+`/$b; chmod +x `+m.path+`/$b; done ;;
 chromium) printf '#!/bin/sh\n' >`+m.path+`/chromium; chmod +x `+m.path+`/chromium ;;
 esac; done`)
@@ -86,33 +88,36 @@ func (m *machine) aptCalls() []string {
 	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }
 
-// TestDepsInstallsWhatIsMissingAsRoot: on a machine without sshd or ansible, root gets them
+// TestDepsInstallsWhatIsMissingAsRoot: on a machine without sshd, ansible, curl or
+// update-ca-certificates, root gets them
 // from apt-get, with one line of output and apt's chatter in the log; a second run finds
 // everything and installs nothing.
 func TestDepsInstallsWhatIsMissingAsRoot(t *testing.T) {
 	m := newMachine(t)
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Regexp(t, `^deps: installing openssh-server ansible-core with apt-get \(log: `+m.log+`\)\.\.\. done in \d+s\n$`, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core"}, m.aptCalls())
+	assert.Regexp(t, `^deps: installing openssh-server ansible-core ca-certificates curl with apt-get \(log: `+m.log+`\)\.\.\. done in \d+s\n$`, out)
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl"}, m.aptCalls())
 	log, err := os.ReadFile(m.log)
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "Reading package lists...")
 
 	out, code = m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, "deps: openssh-server, ansible-core present\n", out)
+	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl present\n", out)
 	assert.Len(t, m.aptCalls(), 2, "nothing more installed")
 }
 
-// TestDepsOnlyWhatIsMissing: with ansible present, only openssh-server is installed.
+// TestDepsOnlyWhatIsMissing: with ansible and curl present, only openssh-server and
+// ca-certificates are installed.
 func TestDepsOnlyWhatIsMissing(t *testing.T) {
 	m := newMachine(t)
 	m.stub("ansible-playbook", "")
 	m.stub("ansible-inventory", "")
+	m.stub("curl", "")
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ca-certificates"}, m.aptCalls())
 }
 
 // TestDepsUsesSudo: a user with a working sudo installs through it.
@@ -121,7 +126,7 @@ func TestDepsUsesSudo(t *testing.T) {
 	m.uid, m.sudo = "1000", true
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl"}, m.aptCalls())
 }
 
 // TestDepsWithoutRootOrSudo: nothing is run; one message gives the exact command.
@@ -130,8 +135,8 @@ func TestDepsWithoutRootOrSudo(t *testing.T) {
 	m.uid = "1000"
 	out, code := m.run()
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "deps: missing Debian packages openssh-server ansible-core. As root, run:\n"+
-		"      apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core\n"+
+	assert.Equal(t, "deps: missing Debian packages openssh-server ansible-core ca-certificates curl. As root, run:\n"+
+		"      apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl\n"+
 		"      then run make again.\n", out)
 	assert.Empty(t, m.aptCalls())
 }
@@ -144,19 +149,19 @@ func TestDepsUI(t *testing.T) {
 	out, code := m.run("--ui", "--check")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "deps: Node.js 18.19.0 is too old: the Argo UI build needs Node.js >= 20")
-	assert.Contains(t, out, "deps: missing openssh-server ansible-core chromium (install: apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core chromium)")
+	assert.Contains(t, out, "deps: missing openssh-server ansible-core ca-certificates curl chromium (install: apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl chromium)")
 	assert.Empty(t, m.aptCalls(), "--check installs nothing")
 
 	require.NoError(t, os.Remove(filepath.Join(m.path, "node")))
 	out, code = m.run("--ui")
 	assert.Equal(t, 1, code, "no node: still a failure once the packages are in")
 	assert.Contains(t, out, "deps: Node.js is not installed: the Argo UI build needs Node.js >= 20")
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core chromium"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl chromium"}, m.aptCalls())
 
 	m.stub("node", "echo v20.20.2")
 	out, code = m.run("--ui")
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, "deps: openssh-server, ansible-core, chromium present\n", out)
+	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, chromium present\n", out)
 }
 
 // TestDepsNode: --node checks Node.js alone (what the UI build needs), installing nothing.
