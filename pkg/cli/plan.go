@@ -23,6 +23,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -31,7 +32,7 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var hf hostsFlags
-		var outDir, appliedFile, live string
+		var outDir, appliedFile, live, policyFile string
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		overrides := &clientcmd.ConfigOverrides{}
 		cmd := &cobra.Command{
@@ -64,11 +65,23 @@ func init() {
 				var bmhs []metal3v1.BareMetalHost
 				var err error
 				source := hf.bmhFile
+				pol := policy.Default()
+				if policyFile != "" {
+					if pol, err = readPolicy(policyFile); err != nil {
+						return &ExitError{Code: 1, Err: err}
+					}
+				}
 				switch {
 				case live != "" && (hf.crFile != "" || appliedFile != ""):
 					return &ExitError{Code: 1, Err: fmt.Errorf("--live reads the CR and its status from the cluster: give neither -f nor --applied")}
 				case live != "":
-					p, bmhs, source, err = readLive(cmd.Context(), clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), live, hf.bmhFile)
+					var livePol *policy.Policy
+					p, bmhs, source, livePol, err = readLive(cmd.Context(), clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), live, hf.bmhFile)
+					if livePol != nil && policyFile == "" {
+						pol = *livePol
+					} else if err == nil && policyFile == "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "bpa plan: BPAPolicy %s is not readable with your credentials: the plan shows no artifact-server CA (give --policy FILE)\n", bpav1.PolicyName)
+					}
 				case hf.crFile == "" || hf.bmhFile == "":
 					return &ExitError{Code: 1, Err: fmt.Errorf("give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")}
 				default:
@@ -86,7 +99,11 @@ func init() {
 					}
 					p.Status.Applied, p.Status.LastHandledRerun = st.Applied, st.LastHandledRerun
 				}
-				return runPlan(cmd, &hf, p, bmhs, source, outDir)
+				ca, err := pol.ArtifactsCA(p)
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				return runPlan(cmd, &hf, p, bmhs, source, outDir, ca != "")
 			},
 		}
 		hf.register(cmd)
@@ -97,6 +114,7 @@ func init() {
 		f.StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is: a Provisioning, its status, or its status.applied")
 		f.StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json)")
 		f.StringVar(&live, "live", "", "plan the Provisioning NAME as it is in the cluster (through the kubeconfig)")
+		f.StringVar(&policyFile, "policy", "", "YAML file with the site's BPAPolicy, for the artifact server's CA (default: with --live the cluster's, else none)")
 		f.StringVar(&rules.ExplicitPath, "kubeconfig", "", "with --live: path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 		f.StringVar(&overrides.CurrentContext, "context", "", "with --live: kubeconfig context to use")
 		f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "with --live: namespace of the CR (default: the context's)")
@@ -105,40 +123,44 @@ func init() {
 }
 
 // readLive reads the Provisioning name and its BareMetalHosts (or bmhFile's) with the
-// caller's own credentials.
-func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile string) (*bpav1.Provisioning, []metal3v1.BareMetalHost, string, error) {
+// caller's own credentials, and the site policy when they may read it (nil when not).
+func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile string) (*bpav1.Provisioning, []metal3v1.BareMetalHost, string, *policy.Policy, error) {
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", nil, err
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", nil, err
 	}
 	p := &bpav1.Provisioning{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
-		return nil, nil, "", fmt.Errorf("Provisioning %s/%s: %w", ns, name, err)
+		return nil, nil, "", nil, fmt.Errorf("Provisioning %s/%s: %w", ns, name, err)
+	}
+	var pol *policy.Policy
+	if got, err := policy.Get(ctx, c); err == nil {
+		pol = &got
 	}
 	if bmhFile != "" {
 		bmhs, err := hostmatch.ReadBareMetalHostsFile(bmhFile)
-		return p, bmhs, bmhFile, err
+		return p, bmhs, bmhFile, pol, err
 	}
 	if p.Spec.BareMetalHostNamespace != "" {
 		ns = p.Spec.BareMetalHostNamespace
 	}
 	var list metal3v1.BareMetalHostList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, nil, "", fmt.Errorf("listing the BareMetalHosts of namespace %s: %w", ns, err)
+		return nil, nil, "", nil, fmt.Errorf("listing the BareMetalHosts of namespace %s: %w", ns, err)
 	}
-	return p, list.Items, "the BareMetalHosts of namespace " + ns, nil
+	return p, list.Items, "the BareMetalHosts of namespace " + ns, pol, nil
 }
 
 // runPlan plans p, resolves its hosts among bmhs and prints or writes the plan.
-func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource, outDir string) error {
+func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource, outDir string, ca bool) error {
 	change, err := translator.PlanChange(p)
 	var refusal *translator.Refusal
 	if errors.As(err, &refusal) {
@@ -152,12 +174,16 @@ func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []m
 	if err != nil {
 		return err
 	}
-	plan, err := planOf(cmd, p, hosts, change)
+	plan, err := planOf(cmd, p, hosts, change, ca)
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
 	}
 	if outDir != "" {
 		return writePlan(outDir, change, plan)
+	}
+	if ca {
+		fmt.Fprintf(cmd.OutOrStdout(), "# Before each playbook that downloads (cluster.yml, scale.yml, upgrade-cluster.yml), run-kubespray installs\n"+
+			"# the artifact server's CA (BPAPolicy spec.artifactServers) at %s and in the OS trust store\n# of the hosts it covers.\n", bpav1.ArtifactsCAPath)
 	}
 	return printPlan(cmd.OutOrStdout(), change, plan)
 }
@@ -214,7 +240,7 @@ type plannedOperation struct {
 // planOf builds the operations with the functions the steps use: render-inventory's
 // inventory.Render and ExtraVars, run-kubespray's ForOperation, Build and the inventory
 // without the removed nodes, and the release's rules.
-func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *translator.ChangePlan) ([]plannedStep, error) {
+func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *translator.ChangePlan, ca bool) ([]plannedStep, error) {
 	opts, err := inventoryOptions(cmd, p, "", "")
 	if err != nil {
 		return nil, err
@@ -223,7 +249,11 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus,
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
-	vars, err := inventory.ExtraVars(&p.Spec)
+	caPath := ""
+	if ca {
+		caPath = bpav1.ArtifactsCAPath
+	}
+	vars, err := inventory.ExtraVarsWithCA(&p.Spec, caPath)
 	if err != nil {
 		return nil, err
 	}

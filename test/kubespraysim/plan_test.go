@@ -3,14 +3,20 @@ package kubespraysim
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
@@ -173,4 +179,42 @@ func TestSamplesRenderKubesprayAcceptedInventories(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, checked, 8)
+}
+
+// TestPrintedPlanShowsTheAdminsCA: with the site's BPAPolicy (--policy) naming the CR's
+// artifact server with a CA, the plan's vars point containerd's mirrors at the CA BPA
+// installs, and the plan says it installs it; without the policy, or for another server,
+// neither.
+func TestPrintedPlanShowsTheAdminsCA(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	dir := t.TempDir()
+	p := readCR(t, "../../examples/provisioning-kud-plugins.yaml")
+	p.Spec.Offline = &bpav1.OfflineConfig{URL: "https://artifacts.example:8443"}
+	data, err := yaml.Marshal(p)
+	require.NoError(t, err)
+	cr := filepath.Join(dir, "cr.yaml")
+	require.NoError(t, os.WriteFile(cr, data, 0o644))
+	policyFor := func(url string) string {
+		pol := bpav1.BPAPolicy{TypeMeta: metav1.TypeMeta{APIVersion: bpav1.GroupVersion.String(), Kind: "BPAPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: bpav1.PolicyName},
+			Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{{URL: url, CABundle: string(ca)}}}}
+		data, err := yaml.Marshal(pol)
+		require.NoError(t, err)
+		f := filepath.Join(dir, "policy-"+strings.NewReplacer(":", "_", "/", "_").Replace(url)+".yaml")
+		require.NoError(t, os.WriteFile(f, data, 0o644))
+		return f
+	}
+	args := []string{"-f", cr, "--bmh", "../../examples/bmh/provisioning-kud-plugins.yaml"}
+
+	out, err := plan(t, append(args, "--policy", policyFor("https://artifacts.example:8443"))...)
+	require.NoError(t, err)
+	assert.Contains(t, out, "installs\n# the artifact server's CA (BPAPolicy spec.artifactServers) at "+bpav1.ArtifactsCAPath)
+	assert.Contains(t, out, `"ca": !unsafe "`+bpav1.ArtifactsCAPath+`"`)
+
+	for _, extra := range [][]string{nil, {"--policy", policyFor("https://elsewhere.example:8443")}} {
+		out, err := plan(t, append(slices.Clone(args), extra...)...)
+		require.NoError(t, err)
+		assert.NotContains(t, out, bpav1.ArtifactsCAPath, "%v", extra)
+	}
 }
