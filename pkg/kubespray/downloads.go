@@ -3,6 +3,7 @@ package kubespray
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -248,4 +249,32 @@ func IsOfflineDownloadURL(name, value string) bool {
 		}
 	}
 	return false
+}
+
+// ImageArch is kubespray's image_arch (host_architecture) of a host whose machine is
+// machine (`uname -m`, Ansible's ansible_architecture): roles/kubespray_defaults (v2.27:
+// kubespray-defaults) defaults/main/main.yml maps it through _host_architecture_groups, the
+// same in every supported release, and keeps any other machine as it is.
+func ImageArch(machine string) string {
+	if a, ok := map[string]string{"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}[machine]; ok {
+		return a
+	}
+	return machine
+}
+
+// DownloadsForArches is what the release fetches on hosts of each of arches: every arch's
+// files, and the images (multi-arch, the same names for all).
+func DownloadsForArches(kubesprayVersion, kube string, arches []string) (*Downloads, error) {
+	all := &Downloads{}
+	for _, arch := range arches {
+		d, err := DownloadsFor(kubesprayVersion, kube, arch)
+		if err != nil {
+			return nil, err
+		}
+		all.Files, all.Images = append(all.Files, d.Files...), append(all.Images, d.Images...)
+	}
+	slices.Sort(all.Files)
+	slices.Sort(all.Images)
+	all.Files, all.Images = slices.Compact(all.Files), slices.Compact(all.Images)
+	return all, nil
 }

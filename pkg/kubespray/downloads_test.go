@@ -82,3 +82,22 @@ func TestDownloadsCoverEveryRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestDownloadsForArches: kubespray's image_arch of a machine, and the union of what hosts
+// of several arches fetch (calico's CRD archive is the one file they share).
+func TestDownloadsForArches(t *testing.T) {
+	for machine, arch := range map[string]string{"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"} {
+		assert.Equal(t, arch, ImageArch(machine), machine)
+	}
+	amd, err := DownloadsFor("v2.28.0", "1.32.5", "amd64")
+	require.NoError(t, err)
+	arm, err := DownloadsFor("v2.28.0", "1.32.5", "arm64")
+	require.NoError(t, err)
+	both, err := DownloadsForArches("v2.28.0", "1.32.5", []string{"amd64", "arm64"})
+	require.NoError(t, err)
+	assert.Len(t, both.Files, len(amd.Files)+len(arm.Files)-1)
+	assert.Contains(t, both.Files, "github.com/projectcalico/calico/archive/v3.29.3.tar.gz")
+	assert.Subset(t, both.Files, amd.Files)
+	assert.Subset(t, both.Files, arm.Files)
+	assert.Equal(t, amd.Images, both.Images)
+}

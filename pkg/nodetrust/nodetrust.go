@@ -18,7 +18,6 @@ import (
 	"io"
 	"path"
 	"strings"
-	"sync"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
@@ -118,37 +117,23 @@ echo changed
 `
 
 // Host is a node to install on: its inventory name and address.
-type Host struct{ Name, Addr string }
-
-// parallel bounds the SSH sessions at once: a thousand hosts must not open a thousand.
-const parallel = 32
+type Host = sshexec.Target
 
 // Install puts certs on every host over SSH (cfg: the step's user, port, key and host-key
-// policy; a non-root user goes through sudo), at most parallel at once, logging one line per
-// host it changed and a summary to log. Every host is tried; the error names each host that
-// could not be reached (NodeUnreachable) or failed.
+// policy; a non-root user goes through sudo), at most sshexec.Parallel at once, logging one
+// line per host it changed and a summary to log. Every host is tried; the error names each
+// host that could not be reached (NodeUnreachable) or failed.
 func Install(ctx context.Context, hosts []Host, cfg sshexec.Config, certs []*x509.Certificate, log io.Writer) error {
 	want := strings.TrimSuffix(string(Encode(certs)), "\n")
-	results := make([]string, len(hosts))
-	errs := make([]error, len(hosts))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for i, h := range hosts {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i], errs[i] = installOn(ctx, h, cfg, want)
-		})
-	}
-	wg.Wait()
+	results, errs := sshexec.OnEach(ctx, hosts, cfg, func(ctx context.Context, c *sshexec.Client) (string, error) {
+		out, err := c.Output(ctx, []string{"sh", "-c", installScript, "bpa-install-ca", want})
+		return strings.TrimSpace(string(out)), err
+	})
 	var changed, current int
-	var unreachable, failed []string
+	unreachable, failed := sshexec.Failures(hosts, errs)
 	for i, h := range hosts {
 		switch {
-		case errs[i] != nil && sshexec.IsNetworkFailure(errs[i]):
-			unreachable = append(unreachable, fmt.Sprintf("%s (%s): %v", h.Name, h.Addr, errs[i]))
 		case errs[i] != nil:
-			failed = append(failed, fmt.Sprintf("%s (%s): %v", h.Name, h.Addr, errs[i]))
 		case results[i] == "changed":
 			changed++
 			fmt.Fprintf(log, "artifact server CA: installed on %s (%s, %s and the OS trust store)\n", h.Name, h.Addr, Path)
@@ -170,17 +155,4 @@ func Install(ctx context.Context, hosts []Host, cfg sshexec.Config, certs []*x50
 		return errors.New(strings.Join(msgs, "; ") + "; no playbook was run")
 	}
 	return nil
-}
-
-func installOn(ctx context.Context, h Host, cfg sshexec.Config, want string) (string, error) {
-	c, err := sshexec.Dial(ctx, h.Addr, cfg)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	out, err := c.Output(ctx, []string{"sh", "-c", installScript, "bpa-install-ca", want})
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
 }

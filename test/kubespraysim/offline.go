@@ -14,8 +14,8 @@ import (
 
 // offlineFetch does on one host, over its SSH connection, what kubespray's download role and
 // containerd do there at an offline site, with the host's own curl:
-//   - every file the release fetches for a default cluster (kubespray.DownloadsFor, amd64)
-//     is fetched from files_repo, verified by the host's system trust store only, as get_url
+//   - every file the release fetches for a default cluster on the host's arch
+//     (kubespray.DownloadsFor; image_arch from `uname -m`) is fetched from files_repo, verified by the host's system trust store only, as get_url
 //     (validate_certs, no CA option) does on a node;
 //   - every image's manifest is fetched through the containerd mirror of its registry
 //     (containerd_registries_mirrors, override_path), verified against the mirror's ca file
@@ -32,7 +32,12 @@ func (p *Play) offlineFetch(ctx context.Context, host string, c *sshexec.Client)
 	}
 	repo, _ := p.vars[kubespray.FilesRepoVar].(string)
 	kube, _ := p.vars[bpainventory.KubeVersionVar].(string)
-	d, err := kubespray.DownloadsFor(fmt.Sprintf("%s.%d", p.profile.Minor, p.patch), kube, "amd64")
+	// image_arch is the host's own: its machine, as Ansible's facts read it.
+	machine, err := c.Output(ctx, []string{"uname", "-m"})
+	if err != nil {
+		return 0, fmt.Errorf("gathering facts: uname -m: %w", err)
+	}
+	d, err := kubespray.DownloadsFor(fmt.Sprintf("%s.%d", p.profile.Minor, p.patch), kube, kubespray.ImageArch(strings.TrimSpace(string(machine))))
 	if err != nil {
 		return 0, err
 	}

@@ -21,7 +21,7 @@ import (
 // image manifest the release needs from a real bpa serve ON the host (a real sshd), with the
 // host's curl and trust: it fails with an unknown-authority error until the CA is
 // installed (mirrors naming a ca file that is not there, too), then succeeds, and names
-// a missing file with the host.
+// a missing file with the host; an arm64 host wants the arm64 builds.
 func TestOfflineDownloads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -63,6 +63,13 @@ func TestOfflineDownloads(t *testing.T) {
 	n, err := play(nodetrust.Path).offlineFetch(ctx, h.Name, client)
 	require.NoError(t, err)
 	assert.Positive(t, n)
+
+	// An arm64 host fetches the arm64 builds, which the server does not have.
+	h.SetMachine("aarch64")
+	_, err = play(nodetrust.Path).offlineFetch(ctx, h.Name, client)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "10 of 23 files and images could not be fetched")
+	assert.Contains(t, err.Error(), "/linux/arm64/")
 
 	// Without spec.offline nothing is fetched from anywhere.
 	data, err := bpainventory.ExtraVars(&bpav1.ProvisioningSpec{})

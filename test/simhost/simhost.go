@@ -181,7 +181,7 @@ func (h *Host) setUp(t testing.TB) {
 	}
 	lib := h.path("stublib.sh")
 	writeFile(t, lib, []byte(strings.ReplaceAll(stubLib, "@DIR@", shQuote(h.dir))), 0o644)
-	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo} {
+	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo, "uname": stubUname} {
 		writeFile(t, h.path("bin", name), []byte(strings.ReplaceAll(body, "@LIB@", shQuote(lib))), 0o755)
 	}
 }
@@ -444,6 +444,12 @@ func (h *Host) CallsTo(tool string) []Call {
 
 // ResetCalls empties the call log.
 func (h *Host) ResetCalls() { writeFile(h.cluster.t, h.path("calls.log"), nil, 0o644) }
+
+// SetMachine makes the host answer `uname -m` with machine (aarch64, say), as a host of that
+// architecture would.
+func (h *Host) SetMachine(machine string) {
+	writeFile(h.cluster.t, h.path("machine"), []byte(machine+"\n"), 0o644)
+}
 
 // SetPackages replaces the installed packages (name → version).
 func (h *Host) SetPackages(pkgs map[string]string) {

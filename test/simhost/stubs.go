@@ -209,3 +209,15 @@ while [ $# -gt 0 ]; do
 done
 exec "$@"
 `
+
+// stubUname answers `uname -m` with the machine the test gave the host (SetMachine), so one
+// machine can stand in for hosts of other architectures; anything else is the real uname.
+// It records nothing: it only reads.
+const stubUname = `#!/bin/sh
+. @LIB@
+if [ "$*" = -m ] && [ -s "$D/machine" ]; then
+	cat "$D/machine"
+	exit 0
+fi
+exec /bin/uname "$@"
+`

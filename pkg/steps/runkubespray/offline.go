@@ -19,14 +19,15 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 )
 
-// offlinePreflight runs before any host is touched. When the vars file is offline (it
-// carries BPA's own kubelet_download_url template, which only spec.offline writes), it
-// checks that the artifact server holds every file and image of the release's download
-// table (amd64) and fails listing what is missing. It reads anonymously (the step has no
-// token for the server: bpa serve must allow anonymous reads, as the nodes need too) and
-// verifies the server's certificate against the container's trust store and ca, the site
-// policy's CA for the server.
-func offlinePreflight(ctx context.Context, varsFile, image string, ca []*x509.Certificate) error {
+// offlinePreflight runs before any host is changed. When the vars file is offline (it
+// carries BPA's own kubelet_download_url template, which only spec.offline writes) and some
+// operation downloads, it checks that the artifact server holds every file and image of the
+// release's download table for the arches of the hosts that download (arches, asked of them
+// only then) and fails listing what is missing. It reads anonymously (the step has no token
+// for the server: bpa serve must allow anonymous reads, as the nodes need too) and verifies
+// the server's certificate against the container's trust store and ca, the site policy's CA
+// for the server.
+func offlinePreflight(ctx context.Context, varsFile, image string, ca []*x509.Certificate, arches func() ([]string, error)) error {
 	data, err := os.ReadFile(varsFile)
 	if err != nil {
 		return err
@@ -46,7 +47,11 @@ func offlinePreflight(ctx context.Context, varsFile, image string, ca []*x509.Ce
 	_, tag, _ := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
 	tag, _, _ = strings.Cut(tag, "@")
 	kube, _ := vars[inventory.KubeVersionVar].(string)
-	d, err := kubespray.DownloadsFor(tag, kube, "amd64")
+	archs, err := arches()
+	if err != nil || len(archs) == 0 {
+		return err // nothing downloads: nothing to check
+	}
+	d, err := kubespray.DownloadsForArches(tag, kube, archs)
 	if err != nil {
 		return fmt.Errorf("offline: %w", err)
 	}
@@ -67,10 +72,10 @@ func offlinePreflight(ctx context.Context, varsFile, image string, ca []*x509.Ce
 		return fmt.Errorf("offline: checking the artifact server %s: %w", server, err)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("offline: the artifact server %s lacks %d of the %d artifacts kubespray %s downloads (upload them with bpa artifacts; bpa artifacts check --kubespray %s --kubernetes %s lists them too):\n  %s",
-			server, len(missing), len(d.Files)+len(d.Images), tag, tag, kube, strings.Join(missing, "\n  "))
+		return fmt.Errorf("offline: the artifact server %s lacks %d of the %d artifacts kubespray %s downloads for %s hosts (upload them with bpa artifacts; bpa artifacts check --kubespray %s --kubernetes %s --arch ARCH lists them too):\n  %s",
+			server, len(missing), len(d.Files)+len(d.Images), tag, strings.Join(archs, " and "), tag, kube, strings.Join(missing, "\n  "))
 	}
-	fmt.Printf("offline: the artifact server %s holds all %d artifacts kubespray %s downloads\n", server, len(d.Files)+len(d.Images), tag)
+	fmt.Printf("offline: the artifact server %s holds all %d artifacts kubespray %s downloads for %s hosts\n", server, len(d.Files)+len(d.Images), tag, strings.Join(archs, " and "))
 	return nil
 }
 
@@ -121,6 +126,32 @@ func caHosts(ops []kubespray.Operation, ini []byte) []nodetrust.Host {
 		hosts[i] = nodetrust.Host{Name: n, Addr: addrs[n]}
 	}
 	return hosts
+}
+
+// nodeArches asks each host that downloads for its machine (uname -m, read-only), as
+// Ansible's facts would, and returns kubespray's image_arch of each (kubespray.ImageArch),
+// sorted and unique. A host that cannot be asked fails the step, naming it: kubespray could
+// not run there either.
+func (o Options) nodeArches(ctx context.Context, hosts []nodetrust.Host) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, caInstallTimeout)
+	defer cancel()
+	out, errs := sshexec.OnEach(ctx, hosts, o.sshConfig(sshexec.DefaultConnectTimeout), func(ctx context.Context, c *sshexec.Client) (string, error) {
+		m, err := c.Output(ctx, []string{"uname", "-m"})
+		return strings.TrimSpace(string(m)), err
+	})
+	unreachable, failed := sshexec.Failures(hosts, errs)
+	if len(unreachable) > 0 {
+		return nil, fmt.Errorf("NodeUnreachable: cannot reach %d hosts over SSH to ask their architecture (uname -m) for the offline pre-flight: %s; no playbook was run", len(unreachable), strings.Join(unreachable, "; "))
+	}
+	if len(failed) > 0 {
+		return nil, fmt.Errorf("offline: asking the hosts that download for their architecture (uname -m) failed on %d: %s; no playbook was run", len(failed), strings.Join(failed, "; "))
+	}
+	var arches []string
+	for _, m := range out {
+		arches = append(arches, kubespray.ImageArch(m))
+	}
+	slices.Sort(arches)
+	return slices.Compact(arches), nil
 }
 
 // caInstallTimeout bounds installing the CA on every host (32 at a time).

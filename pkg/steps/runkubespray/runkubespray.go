@@ -419,7 +419,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage, ca); err != nil {
+	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage, ca, func() ([]string, error) { return o.nodeArches(ctx, caHosts(ops, ini)) }); err != nil {
 		return err
 	}
 	if ops, err = o.removals(ctx, ops, inventory.Addresses(ini)); err != nil {
