@@ -177,9 +177,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 		// Argo is not installed (argo.go). A CR with nothing to run keeps its status: the
 		// cluster is as the last run left it. One that needs a run says why it waits.
 		if needRun {
-			setStalled(st, gen, ReasonArgoUnavailable, fmt.Sprintf("Argo Workflows is not installed (the Workflow kind %s is not served), so the run for generation %d cannot start; install Argo Workflows, and the BPA controller restarts to pick it up",
-				wfv1.SchemeGroupVersion, gen))
-			res.RequeueAfter = refusalRetry
+			argoUnavailable(st, gen, res)
 		}
 		return nil
 	}
@@ -310,6 +308,12 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	}
 
 	wf, created, err := r.createOrAdopt(ctx, obj, wf, wfs)
+	if argoGone(err) {
+		// Argo's CRD was deleted while the controller runs: the cached list still answers
+		// (with what it last saw), the create does not.
+		argoUnavailable(st, gen, res)
+		return nil, nil
+	}
 	if err != nil || wf == nil {
 		return nil, err
 	}
@@ -329,6 +333,14 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	st.Steps, st.StartedAt, st.FinishedAt = nil, nil, nil
 	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
 	return wf, nil
+}
+
+// argoUnavailable marks a CR whose run cannot start because the Workflow kind is not served,
+// and looks again later: no event says when Argo is back.
+func argoUnavailable(st *bpav1.RunStatus, gen int64, res *ctrl.Result) {
+	setStalled(st, gen, ReasonArgoUnavailable, fmt.Sprintf("Argo Workflows is not installed (the Workflow kind %s is not served), so the run for generation %d cannot start; install Argo Workflows and it starts within a minute (a BPA controller that started without Argo restarts first, to watch Workflows)",
+		wfv1.SchemeGroupVersion, gen))
+	res.RequeueAfter = refusalRetry
 }
 
 // createOrAdopt creates wf, or adopts the Workflow of that name if this CR already made it

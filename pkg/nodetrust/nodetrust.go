@@ -88,10 +88,12 @@ func Canonical(bundle []byte) ([]byte, error) {
 	return Encode(certs), nil
 }
 
-// installScript writes $1 (the re-encoded bundle, without its last newline) to Path and to
-// the trust store of the OS family whose tool is installed, then rebuilds the system bundle.
-// A host that already has exactly these bytes in both files is left alone, so a rerun
-// changes nothing. Its text is fixed: the bundle is only ever data, in double quotes.
+// installScript writes $1 (the re-encoded bundle, without its last newline) to the trust
+// store of the OS family whose tool is installed, rebuilds the system bundle, and only then
+// writes Path: Path holding these bytes means the whole install finished, so a host that
+// already has exactly these bytes in both files is left alone (a rerun changes nothing),
+// while one cut off before the rebuild (a killed pod, a failing tool) is done again. Its
+// text is fixed: the bundle is only ever data, in double quotes.
 var installScript = `set -eu
 want=$1
 if command -v update-ca-certificates >/dev/null 2>&1; then
@@ -107,12 +109,14 @@ if [ "$(cat ` + Path + ` 2>/dev/null)" = "$want" ] && [ "$(cat "$store" 2>/dev/n
 	exit 0
 fi
 mkdir -p ` + path.Dir(Path) + ` "${store%/*}"
-for f in ` + Path + ` "$store"; do
-	printf '%s\n' "$want" >"$f.bpa-new"
-	chmod 644 "$f.bpa-new"
-	mv -f "$f.bpa-new" "$f"
-done
+put() {
+	printf '%s\n' "$want" >"$1.bpa-new"
+	chmod 644 "$1.bpa-new"
+	mv -f "$1.bpa-new" "$1"
+}
+put "$store"
 "$@" >/dev/null
+put ` + Path + `
 echo changed
 `
 

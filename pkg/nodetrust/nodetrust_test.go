@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,35 @@ func TestParse(t *testing.T) {
 	}
 	_, err = nodetrust.Parse(bytes.Repeat([]byte(" "), nodetrust.MaxBundle+1))
 	assert.ErrorContains(t, err, "more than the")
+}
+
+// An install cut off after it wrote the files but before the trust-store tool rebuilt the
+// system bundle (here the tool fails; a killed pod or a reboot is the same) is finished by the
+// rerun: files that match must not make a host count as current unless the rebuild ran.
+func TestInstallRerunAfterCrash(t *testing.T) {
+	ts, ca := serverCA(t)
+	certs, err := nodetrust.Parse(ca)
+	require.NoError(t, err)
+	c := simhost.NewCluster(t)
+	h := c.Start("master-1", "127.0.1.43")
+	cfg := sshexec.Config{KeyFile: c.ClientKeyPath(), KnownHostsFile: c.KnownHostsPath(), Port: h.Port}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	target := []nodetrust.Host{{Name: h.Name, Addr: h.IP}}
+
+	// The session PATH looks in the host's bin first: a tool that dies before rebuilding.
+	broken := filepath.Join(h.Dir(), "bin", "update-ca-certificates")
+	require.NoError(t, os.WriteFile(broken, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	err = nodetrust.Install(ctx, target, cfg, certs, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "installing the artifact server's CA failed on 1 hosts")
+	require.NoError(t, os.Remove(broken))
+
+	var log bytes.Buffer
+	require.NoError(t, nodetrust.Install(ctx, target, cfg, certs, &log))
+	assert.Contains(t, log.String(), "installed on 1 hosts, already current on 0", "the cut-off install counted as done")
+	cl, err := sshexec.Dial(ctx, h.IP, cfg)
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = cl.Output(ctx, []string{"curl", "-fsS", ts.URL})
+	assert.NoError(t, err, "the host's system store does not trust the server")
 }

@@ -224,27 +224,16 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if len(d.removedWorkers) > 0 {
 		remove(StepRemoveWorkers, d.removedWorkers, false)
 	}
-	// proxied are the nodes that stay and run an apiserver proxy (kubespray puts one on every
-	// host outside kube_control_plane); updateProxies refreshes them after the control plane
-	// changed, leaving out nodes added later in the run (scale.yml configures them).
-	var proxied []string
-	for _, n := range desired {
-		if !n.Master && !slices.Contains(d.addedWorkers, n.Name) {
-			proxied = append(proxied, n.Name)
-		}
-	}
-	updateProxies := func(reason string) {
-		if len(proxied) == 0 {
-			return
-		}
-		op := kubespray.CreateCluster(reason + ": cluster.yml on every host, so the apiserver proxy of each other node lists the control plane as it is now (docs/operations/nodes.md)")
-		op.Without = append(slices.Clone(gone), d.addedWorkers...)
-		plan.Steps = append(plan.Steps, Step{Name: StepUpdateNodeProxies, Reason: reason, Operations: []kubespray.Operation{op}})
-	}
+	// The apiserver proxy on each node outside the control plane (kubespray puts one on
+	// every such host) must list the control plane as it ends up: one update-node-proxies
+	// after the last control-plane change, unless a cluster.yml on every host already comes
+	// after it (reconfigure-etcd, a master without etcd joining, reconfigure). proxiesWhy
+	// says what changed.
+	var proxiesWhy []string
 	if len(d.removedMasters) > 0 {
 		remove(StepRemoveControlPlane, d.removedMasters, d.removedEtcd)
 		if !d.removedEtcd { // reconfigure-etcd already ran cluster.yml on every host
-			updateProxies(fmt.Sprintf("control-plane node %s left", strings.Join(d.removedMasters, ", ")))
+			proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s left", strings.Join(d.removedMasters, ", ")))
 		}
 	}
 	if len(d.addedMasters) > 0 && !d.addedEtcd {
@@ -254,6 +243,7 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		op := kubespray.CreateCluster(reason + " (cluster.yml on every host, so each node's apiserver proxy learns of it)")
 		op.Without = slices.Clone(gone)
 		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{op}, Adds: true})
+		proxiesWhy = nil
 	} else if len(d.addedMasters) > 0 {
 		limit := []string{profile.Groups.Etcd, profile.Groups.ControlPlane}
 		vars := map[string]any{"ignore_assert_errors": "yes"}
@@ -265,7 +255,15 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 				{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"}}},
 			Step{Name: StepUpgradeControlPlane, Nodes: d.addedMasters, Reason: reason + ": reconfigure the control plane and etcd for it", Adds: true, Operations: []kubespray.Operation{
 				{Playbook: kubespray.Upgrade, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"}}})
-		updateProxies(fmt.Sprintf("control-plane node %s joined", strings.Join(d.addedMasters, ", ")))
+		proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s joined", strings.Join(d.addedMasters, ", ")))
+	}
+	// Nodes added later in the run are left out: scale.yml configures their proxies.
+	proxied := slices.ContainsFunc(desired, func(n hostmatch.Node) bool { return !n.Master && !slices.Contains(d.addedWorkers, n.Name) })
+	if len(proxiesWhy) > 0 && proxied {
+		reason := strings.Join(proxiesWhy, "; ")
+		op := kubespray.CreateCluster(reason + ": cluster.yml on every host, so the apiserver proxy of each other node lists the control plane as it is now (docs/operations/nodes.md)")
+		op.Without = append(slices.Clone(gone), d.addedWorkers...)
+		plan.Steps = append(plan.Steps, Step{Name: StepUpdateNodeProxies, Reason: reason, Operations: []kubespray.Operation{op}})
 	}
 	if len(d.addedWorkers) > 0 {
 		reason := fmt.Sprintf("add worker %s", strings.Join(d.addedWorkers, ", "))

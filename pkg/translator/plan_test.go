@@ -13,6 +13,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
 )
 
 // day2 builds a Provisioning from a spec and an applied host list ("name:roles[:etcd]").
@@ -114,6 +115,16 @@ kubespray: {extraVars: {helm_enabled: true}}`, func(t *testing.T) *bpav1.Applied
 				{"upgrade-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Upgrade}},
 				{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}},
 			}},
+		"a master without etcd replaced by two with etcd: the proxies are updated once, at the end": {`
+masters: [{m1: {etcd: true}}, {m3: {etcd: true}}, {m4: {etcd: true}}]
+workers: [{w1: null}]
+kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, host("m2", true, false), w1) },
+			[]wantStep{
+				{"remove-control-plane", []string{"m2"}, []kubespray.Playbook{kubespray.Remove}},
+				{"add-control-plane", []string{"m3", "m4"}, []kubespray.Playbook{kubespray.Cluster}},
+				{"upgrade-control-plane", []string{"m3", "m4"}, []kubespray.Playbook{kubespray.Upgrade}},
+				{"update-node-proxies", nil, []kubespray.Playbook{kubespray.Cluster}},
+			}},
 		"two etcd masters removed: remove-node.yml, then cluster.yml": {base, func(t *testing.T) *bpav1.AppliedState {
 			return applied(t, m1, host("m2", true, true), host("m3", true, true), w1)
 		}, []wantStep{
@@ -143,9 +154,16 @@ kubespray: {extraVars: {helm_enabled: true}}`, func(t *testing.T) *bpav1.Applied
 			}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := translator.PlanChange(day2(t, tc.spec, tc.applied(t)))
+			prov := day2(t, tc.spec, tc.applied(t))
+			c, err := translator.PlanChange(prov)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, steps(c))
+			// Argo refuses a DAG with two tasks of one name, or one that depends on nothing it has.
+			wf, err := translator.Provisioning(prov, translator.Options{})
+			require.NoError(t, err)
+			if len(tc.want) > 0 {
+				require.NoError(t, validation.ValidateWorkflow(wf))
+			}
 			p, _, err := kubespray.ProfileFor(c.KubesprayVersion)
 			require.NoError(t, err)
 			for _, op := range c.Operations() {

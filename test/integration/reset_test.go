@@ -29,7 +29,8 @@ import (
 // reset Workflow's phase. Retain releases the hosts at once; Reset starts exactly one
 // reset Workflow (reset.yml on the applied hosts), keeps the claims while it runs and
 // releases them when it succeeds; and once the Workflow kind is no longer served (Argo's
-// CRD deleted), a Reset deletion waits with ArgoUnavailable until skip-reset=true.
+// CRD deleted), a Reset deletion waits with ArgoUnavailable until skip-reset=true, a CR that
+// needs a run is Stalled ArgoUnavailable, and its run starts once Argo is back.
 func TestDeletionPolicyOnRig(t *testing.T) {
 	ctx, r, c, stop, stopped := controllerOnRig(t, rig.Options{MinimalArgoCRDs: true}, controller.Options{})
 	defer func() { stop(); require.NoError(t, <-stopped) }()
@@ -136,6 +137,22 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 		require.NoError(t, c.Update(ctx, p))
 		eventually(t, "the CR gone", func() bool { return deleting("no-argo").gone })
 		assert.False(t, claimed("no-argo"))
+
+		// A CR that needs a run while Argo is gone says why it waits, as it does under a
+		// controller started without Argo (TestControllerStartsWithoutArgo).
+		require.NoError(t, c.Create(ctx, &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "needs-argo", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
+			Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}}}))
+		eventually(t, "Stalled ArgoUnavailable", func() bool {
+			cond := meta.FindStatusCondition(get("needs-argo").Status.Conditions, bpav1.ConditionStalled)
+			return cond != nil && cond.Reason == controller.ReasonArgoUnavailable
+		})
+		// Argo back: the same controller's informer lists Workflows again, and the run starts.
+		require.NoError(t, r.InstallArgoCRDs(ctx, true))
+		deadline := time.Now().Add(2 * time.Minute)
+		for len(workflowsOf("needs-argo")) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+		}
+		assert.Len(t, workflowsOf("needs-argo"), 1, "the run did not start once Argo was back")
 	})
 }
 
