@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -198,7 +199,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if leNamespace == "" && len(opts.Namespaces) > 0 {
 		leNamespace = opts.Namespaces[0]
 	}
-	disc, err := newDiscovery(cfg)
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

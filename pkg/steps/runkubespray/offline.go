@@ -99,10 +99,11 @@ func (o Options) artifactsCA() ([]*x509.Certificate, error) {
 // downloads are the playbooks that fetch files and images on the hosts they run on.
 var downloads = []kubespray.Playbook{kubespray.Cluster, kubespray.Scale, kubespray.Upgrade}
 
-// caHosts are the hosts the operations that download run on: each one's --limit (every
+// downloadHosts are the hosts the operations that download run on (asked their arch, given
+// the CA): each one's --limit (every
 // host without one), less the hosts it leaves out and every host a removal of the step
 // removes.
-func caHosts(ops []kubespray.Operation, ini []byte) []nodetrust.Host {
+func downloadHosts(ops []kubespray.Operation, ini []byte) []nodetrust.Host {
 	groups, addrs := inventory.Groups(ini), inventory.Addresses(ini)
 	var removed []string
 	for _, op := range ops {
@@ -159,8 +160,7 @@ const caInstallTimeout = 15 * time.Minute
 
 // installCA puts the artifact server's CA on the hosts of the operations that download,
 // before any of them runs: kubespray has no variable that installs one.
-func (o Options) installCA(ctx context.Context, ops []kubespray.Operation, ini []byte, ca []*x509.Certificate) error {
-	hosts := caHosts(ops, ini)
+func (o Options) installCA(ctx context.Context, hosts []nodetrust.Host, ca []*x509.Certificate) error {
 	if len(hosts) == 0 {
 		return nil
 	}

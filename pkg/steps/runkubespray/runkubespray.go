@@ -419,14 +419,16 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage, ca, func() ([]string, error) { return o.nodeArches(ctx, caHosts(ops, ini)) }); err != nil {
+	// The removals below only change how a node leaves, never which hosts download.
+	downloaders := downloadHosts(ops, ini)
+	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage, ca, func() ([]string, error) { return o.nodeArches(ctx, downloaders) }); err != nil {
 		return err
 	}
 	if ops, err = o.removals(ctx, ops, inventory.Addresses(ini)); err != nil {
 		return err
 	}
 	if len(ca) > 0 {
-		if err := o.installCA(ctx, ops, ini, ca); err != nil {
+		if err := o.installCA(ctx, downloaders, ca); err != nil {
 			return err
 		}
 	}
