@@ -34,7 +34,9 @@ type Client struct {
 // uploadState is what StateDir keeps for an upload in progress.
 type uploadState struct {
 	Location string `json:"location"` // path of the tus upload on the server
-	SHA256   string `json:"sha256"`
+	SHA256   string `json:"sha256,omitempty"`
+	// Deferred: the sha256 is declared when the upload completes, not at creation.
+	Deferred bool `json:"deferred,omitempty"`
 }
 
 // ErrChecksum is returned when the server refused a push because the bytes it received
@@ -65,20 +67,27 @@ func (c *Client) Push(ctx context.Context, file, path string) (*FileMeta, error)
 	offset := int64(-1)
 	var state uploadState
 	if b, err := os.ReadFile(stateFile); err == nil && json.Unmarshal(b, &state) == nil {
-		if offset, err = c.offset(ctx, state.Location); errors.Is(err, errGone) {
-			offset = -1 // finished, discarded or the server's store reset: start again
+		if offset, err = c.offset(ctx, state.Location); errors.Is(err, errGone) || offset >= st.Size() {
+			// Finished, discarded or the server's store reset; or every byte arrived but the
+			// upload was never completed (it is purged): start again.
+			offset = -1
 		} else if err != nil {
 			return nil, fmt.Errorf("resume %s: %w", file, err)
 		} else if c.Resuming != nil {
 			c.Resuming(offset, st.Size())
 		}
 	}
+	deferred := st.Size() > preHashMax
 	if offset < 0 {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return nil, err
+		// A small file is hashed first and its sum declared at creation (one request, as
+		// any tus client does). A large one is hashed while it is sent and its sum declared
+		// on the request that completes it: hashing first would read it twice in a row.
+		state = uploadState{Deferred: deferred}
+		if !deferred {
+			if state.SHA256, err = fileSHA256(file); err != nil {
+				return nil, err
+			}
 		}
-		state = uploadState{SHA256: hex.EncodeToString(h.Sum(nil))}
 		if state.Location, err = c.create(ctx, path, state.SHA256, st.Size(), filepath.Base(file)); err != nil {
 			return nil, err
 		}
@@ -91,34 +100,87 @@ func (c *Client) Push(ctx context.Context, file, path string) (*FileMeta, error)
 		}
 		offset = 0
 	}
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+	// The last request (all of a small or declared upload, the last tailSize bytes of a
+	// deferred one) waits for the sum; the bytes before it go while it is computed.
+	last := offset
+	var sum <-chan hashResult
+	if state.Deferred {
+		last = max(offset, st.Size()-tailSize)
+		ch := make(chan hashResult, 1)
+		go func() { s, err := fileSHA256(file); ch <- hashResult{s, err} }()
+		sum = ch
+	}
+	if last > offset {
+		if err := c.patch(ctx, f, state.Location, offset, last, st.Size(), "", stateFile); err != nil {
+			return nil, err
+		}
+	}
+	declare := ""
+	if sum != nil {
+		r := <-sum
+		if r.err != nil {
+			return nil, r.err
+		}
+		declare = r.sum
+	}
+	if err := c.patch(ctx, f, state.Location, last, st.Size(), st.Size(), declare, stateFile); err != nil {
 		return nil, err
+	}
+	_ = os.Remove(stateFile)
+	return c.Stat(ctx, path)
+}
+
+const (
+	// preHashMax is the largest file whose sha256 is declared at creation.
+	preHashMax = 4 << 20
+	// tailSize is how much of a deferred upload the completing request carries.
+	tailSize = 64 << 10
+	// DeclareHeader carries the whole file's sha256 (hex) on the request that completes an
+	// upload created with the metadata key sha256-deferred.
+	DeclareHeader = "Bpa-Sha256"
+)
+
+type hashResult struct {
+	sum string
+	err error
+}
+
+// patch sends bytes [from, to) of f (tus PATCH), with the deferred sha256 when declare is
+// set.
+func (c *Client) patch(ctx context.Context, f *os.File, location string, from, to, size int64, declare, stateFile string) error {
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return err
 	}
 	var body io.Reader = f
+	if to < size {
+		body = io.LimitReader(f, to-from)
+	}
 	if c.Progress != nil {
-		body = &progressReader{r: f, done: offset, total: st.Size(), report: c.Progress}
+		body = &progressReader{r: body, done: from, total: size, report: c.Progress}
 	}
-	req, err := c.request(ctx, http.MethodPatch, state.Location, body)
+	req, err := c.request(ctx, http.MethodPatch, location, body)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	req.ContentLength = st.Size() - offset
+	req.ContentLength = to - from
 	req.Header.Set("Content-Type", "application/offset+octet-stream")
-	req.Header.Set("Upload-Offset", strconv.FormatInt(offset, 10))
+	req.Header.Set("Upload-Offset", strconv.FormatInt(from, 10))
+	if declare != "" {
+		req.Header.Set(DeclareHeader, declare)
+	}
 	resp, err := c.do(req, http.StatusNoContent)
 	if err != nil {
 		if resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict {
 			_ = os.Remove(stateFile) // refused for good: a rerun must start over
 		}
 		if resp != nil && resp.StatusCode == checksumMismatch {
-			return nil, fmt.Errorf("%s: %w: %v", file, ErrChecksum, err)
+			return fmt.Errorf("%s: %w: %v", f.Name(), ErrChecksum, err)
 		}
-		return nil, fmt.Errorf("push %s interrupted at byte %d of %d (run the same command again to resume): %w",
-			file, offset, st.Size(), err)
+		return fmt.Errorf("push %s interrupted at byte %d of %d (run the same command again to resume): %w",
+			f.Name(), from, size, err)
 	}
 	resp.Body.Close()
-	_ = os.Remove(stateFile)
-	return c.Stat(ctx, path)
+	return nil
 }
 
 // offset asks the server how much of an upload it has (tus HEAD).
@@ -144,7 +206,11 @@ func (c *Client) create(ctx context.Context, path, sum string, size int64, name 
 		return "", err
 	}
 	req.Header.Set("Upload-Length", strconv.FormatInt(size, 10))
-	req.Header.Set("Upload-Metadata", EncodeMetadata(map[string]string{"path": path, "sha256": sum, "filename": name}))
+	md := map[string]string{"path": path, "sha256": sum, "filename": name}
+	if sum == "" {
+		md = map[string]string{"path": path, deferredKey: "1", "filename": name}
+	}
+	req.Header.Set("Upload-Metadata", EncodeMetadata(md))
 	resp, err := c.do(req, http.StatusCreated)
 	if err != nil {
 		return "", err

@@ -40,6 +40,8 @@ const (
 	userHeader = "X-Bpa-Authenticated-User"
 	// checksumMismatch is the status the tus checksum extension uses for a bad checksum.
 	checksumMismatch = 460
+	// deferredKey in Upload-Metadata, instead of sha256, declares the sum at the end.
+	deferredKey = "sha256-deferred"
 )
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -289,7 +291,8 @@ func (s *Server) owns(id, name string) bool {
 
 func tusError(code, msg string, status int) error { return tus.NewError(code, msg, status) }
 
-// preCreate refuses an upload whose metadata does not name a safe path and a sha256, or
+// preCreate refuses an upload whose metadata does not name a safe path and either a sha256
+// or sha256-deferred (the sum then comes with the request that completes the upload), or
 // whose length is deferred (then "larger than declared" could not be enforced), and keeps
 // only the metadata BPA uses, with the uploader as authenticated.
 func (s *Server) preCreate(hook tus.HookEvent) (tus.HTTPResponse, tus.FileInfoChanges, error) {
@@ -298,35 +301,50 @@ func (s *Server) preCreate(hook tus.HookEvent) (tus.HTTPResponse, tus.FileInfoCh
 	if err != nil {
 		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_BAD_PATH", "Upload-Metadata "+err.Error(), http.StatusBadRequest)
 	}
-	if !sha256Hex.MatchString(md["sha256"]) {
-		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_BAD_SHA256", "Upload-Metadata sha256: must be 64 lowercase hex digits", http.StatusBadRequest)
+	keep := tus.MetaData{"path": p, "uploadedBy": hook.HTTPRequest.Header.Get(userHeader)}
+	switch _, deferred := md[deferredKey]; {
+	case deferred && md["sha256"] == "":
+		keep[deferredKey] = "1"
+	case !deferred && sha256Hex.MatchString(md["sha256"]):
+		keep["sha256"] = md["sha256"]
+	default:
+		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_BAD_SHA256",
+			"Upload-Metadata sha256: must be 64 lowercase hex digits, or left out with "+deferredKey+
+				" set and the sum sent in the "+DeclareHeader+" header of the request that completes the upload", http.StatusBadRequest)
 	}
 	if hook.Upload.SizeIsDeferred {
 		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_LENGTH_REQUIRED", "Upload-Length: required", http.StatusBadRequest)
 	}
-	return tus.HTTPResponse{}, tus.FileInfoChanges{MetaData: tus.MetaData{
-		"path": p, "sha256": md["sha256"], "uploadedBy": hook.HTTPRequest.Header.Get(userHeader),
-	}}, nil
+	return tus.HTTPResponse{}, tus.FileInfoChanges{MetaData: keep}, nil
 }
 
 // preFinish runs when the last byte is written, before the client hears so: it hashes the
 // upload and either publishes it under files/ or discards it, so a file whose content
-// is not what the client declared is never served.
+// is not what the client declared, or whose sum was never declared, is never served.
 func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 	info := hook.Upload
 	bin, infoFile := info.Storage[filestore.StorageKeyPath], info.Storage[filestore.StorageKeyInfoPath]
 	state := filepath.Join(s.uploads, info.ID+".sha256")
 	defer os.Remove(state)
+	discard := func(code, msg string, status int) (tus.HTTPResponse, error) {
+		_ = os.Remove(bin)
+		_ = os.Remove(infoFile)
+		return tus.HTTPResponse{}, tusError(code, msg+"; the upload is discarded", status)
+	}
+	declared := info.MetaData["sha256"]
+	if _, deferred := info.MetaData[deferredKey]; deferred {
+		// Only the completing request can declare it: one that stopped short never reaches here.
+		if declared = hook.HTTPRequest.Header.Get(DeclareHeader); !sha256Hex.MatchString(declared) {
+			return discard("ERR_BAD_SHA256", fmt.Sprintf("%s: the request that completes a sha256-deferred upload must carry the file's sha256 as 64 lowercase hex digits", DeclareHeader), http.StatusBadRequest)
+		}
+	}
 	sum, err := uploadSHA256(bin, state, info.Size)
 	if err != nil {
 		return tus.HTTPResponse{}, err
 	}
-	if sum != info.MetaData["sha256"] {
-		_ = os.Remove(bin)
-		_ = os.Remove(infoFile)
-		return tus.HTTPResponse{}, tusError("ERR_CHECKSUM_MISMATCH", fmt.Sprintf(
-			"sha256 mismatch for %s: declared %s, received %s; the upload is discarded", info.MetaData["path"], info.MetaData["sha256"], sum),
-			checksumMismatch)
+	if sum != declared {
+		return discard("ERR_CHECKSUM_MISMATCH", fmt.Sprintf(
+			"sha256 mismatch for %s: declared %s, received %s", info.MetaData["path"], declared, sum), checksumMismatch)
 	}
 	m := FileMeta{Path: info.MetaData["path"], Size: info.Size, SHA256: sum, UploadedBy: info.MetaData["uploadedBy"], UploadedAt: time.Now().UTC()}
 	if err := s.publish(bin, m); err != nil {
@@ -343,7 +361,9 @@ func fileSHA256(name string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	// 1 MiB reads, not io.Copy's 32 KiB: a 32nd of the read syscalls, which compete with
+	// the upload's own when a client hashes while it sends.
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, make([]byte, 1<<20)); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -296,6 +297,46 @@ func TestArtifactServer(t *testing.T) {
 		assert.Empty(t, left, "the refused upload is deleted")
 	})
 
+	t.Run("a sum declared at the end is checked on the request that completes the upload", func(t *testing.T) {
+		s := e.serve(t, t.TempDir(), "", false)
+		body := []byte("the first part, then the rest")
+		good := sha256.Sum256(body)
+		create := func() string {
+			resp := tusRequest(t, http.MethodPost, s.URL+"/files/", e.uploader, nil, map[string]string{
+				"Upload-Length": strconv.Itoa(len(body)), "Upload-Metadata": artifacts.EncodeMetadata(map[string]string{"path": path, "sha256-deferred": "1"})})
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			return resp.Header.Get("Location")
+		}
+		patch := func(loc string, from, to int, hdr map[string]string) int {
+			h := map[string]string{"Upload-Offset": strconv.Itoa(from), "Content-Type": "application/offset+octet-stream"}
+			maps.Copy(h, hdr)
+			return tusRequest(t, http.MethodPatch, loc, e.uploader, body[from:to], h).StatusCode
+		}
+		served := func() int { status, _ := get(t, s.URL+"/files/"+path, e.uploader); return status }
+		for name, tc := range map[string]struct {
+			hdr  map[string]string
+			want int
+		}{
+			"no sum":    {nil, http.StatusBadRequest},
+			"not a sum": {map[string]string{artifacts.DeclareHeader: "sha256:" + hex.EncodeToString(good[:])}, http.StatusBadRequest},
+			"wrong sum": {map[string]string{artifacts.DeclareHeader: strings.Repeat("ab", 32)}, 460},
+		} {
+			loc := create()
+			// A sum on a request that does not complete the upload counts for nothing.
+			require.Equal(t, http.StatusNoContent, patch(loc, 0, 10, map[string]string{artifacts.DeclareHeader: hex.EncodeToString(good[:])}))
+			assert.Equal(t, tc.want, patch(loc, 10, len(body), tc.hdr), name)
+			assert.Equal(t, http.StatusNotFound, served(), name)
+			left, _ := filepath.Glob(filepath.Join(s.dir, "uploads", "*"))
+			assert.Empty(t, left, "%s: the refused upload is deleted", name)
+		}
+		loc := create()
+		require.Equal(t, http.StatusNoContent, patch(loc, 0, 10, nil))
+		require.Equal(t, http.StatusNoContent, patch(loc, 10, len(body), map[string]string{artifacts.DeclareHeader: hex.EncodeToString(good[:])}))
+		status, got := get(t, s.URL+"/files/"+path, e.uploader)
+		require.Equal(t, http.StatusOK, status)
+		assert.Equal(t, body, got)
+	})
+
 	t.Run("writes need a token the apiserver accepts and RBAC allows", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)
 		file, _ := randomFile(t, 1000)
@@ -352,6 +393,9 @@ func TestArtifactServer(t *testing.T) {
 			assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": p, "sha256": sum}, 10).StatusCode, p)
 		}
 		assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": path, "sha256": "nothex"}, 10).StatusCode)
+		assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": path}, 10).StatusCode, "no sum, and none deferred")
+		assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": path, "sha256": sum, "sha256-deferred": "1"}, 10).StatusCode,
+			"a sum both declared and deferred")
 		assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge,
 			create(map[string]string{"path": path, "sha256": sum, "x": strings.Repeat("a", artifacts.MaxMetadata)}, 10).StatusCode)
 		assert.Equal(t, http.StatusRequestEntityTooLarge, create(map[string]string{"path": path, "sha256": sum}, 2<<30).StatusCode)
