@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -35,8 +36,23 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 			nameLabel: bpav1.SoftwareNameLabel,
 			steps:     translator.SoftwareSteps,
 			newObject: func() runObject { return &bpav1.Software{} },
-			translate: func(_ context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
-				return translator.Software(obj.(*bpav1.Software), o)
+			translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+				sw := obj.(*bpav1.Software)
+				pol, err := policy.Get(ctx, c)
+				if err != nil {
+					return nil, err
+				}
+				repo, err := policy.SoftwareAptRepo(ctx, pol, c, sw, sw.Labels[bpav1.ClusterLabel])
+				var refused *policy.AptRefusal
+				if errors.As(err, &refused) {
+					return nil, &translator.Refusal{Field: "spec.aptSource", Reason: policy.ReasonPolicyViolation, Message: err.Error()}
+				} else if err != nil {
+					return nil, err
+				}
+				if repo != nil {
+					o.AptURL, o.AptKey, o.ArtifactsCA = repo.URL, repo.Key, repo.CA
+				}
+				return translator.Software(sw, o)
 			},
 			revision: func(ctx context.Context, obj runObject) (string, error) {
 				return nodesRevision(ctx, c, obj.GetNamespace(), obj.GetLabels()[bpav1.ClusterLabel])

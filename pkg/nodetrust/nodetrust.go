@@ -130,8 +130,7 @@ type Host = sshexec.Target
 func Install(ctx context.Context, hosts []Host, cfg sshexec.Config, certs []*x509.Certificate, log io.Writer) error {
 	want := strings.TrimSuffix(string(Encode(certs)), "\n")
 	results, errs := sshexec.OnEach(ctx, hosts, cfg, func(ctx context.Context, c *sshexec.Client) (string, error) {
-		out, err := c.Output(ctx, []string{"sh", "-c", installScript, "bpa-install-ca", want})
-		return strings.TrimSpace(string(out)), err
+		return installCA(ctx, c, want)
 	})
 	var changed, current int
 	unreachable, failed := sshexec.Failures(hosts, errs)
@@ -159,4 +158,11 @@ func Install(ctx context.Context, hosts []Host, cfg sshexec.Config, certs []*x50
 		return errors.New(strings.Join(msgs, "; ") + "; no playbook was run")
 	}
 	return nil
+}
+
+// installCA runs installScript with want (Encode's output without its last newline) and
+// returns its answer, "changed" or "current".
+func installCA(ctx context.Context, c *sshexec.Client, want string) (string, error) {
+	out, err := c.Output(ctx, []string{"sh", "-c", installScript, "bpa-install-ca", want})
+	return strings.TrimSpace(string(out)), err
 }

@@ -115,3 +115,35 @@ func AdmitSoftware(ctx context.Context, pol Policy, secrets client.Reader, sw *b
 	}
 	return CheckSSHSecret(ctx, secrets, sw.Namespace, sshSecret, cluster)
 }
+
+// SoftwareAptRepo resolves sw's spec.aptSource (Policy.AptRepo) against the Provisioning of
+// its cluster in its namespace that succeeded (the one the Software's run is gated on).
+// A repository the nodes could not check is an *AptRefusal.
+func SoftwareAptRepo(ctx context.Context, pol Policy, r client.Reader, sw *bpav1.Software, cluster string) (*AptRepo, error) {
+	if sw.Spec.AptSource == "" {
+		return nil, nil
+	}
+	list := &bpav1.ProvisioningList{}
+	if err := r.List(ctx, list, client.InNamespace(sw.Namespace), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+		return nil, fmt.Errorf("listing the Provisionings of cluster %s: %w", cluster, err)
+	}
+	var prov *bpav1.Provisioning
+	for i, p := range list.Items {
+		if p.Status.Phase == bpav1.PhaseSucceeded && p.DeletionTimestamp.IsZero() {
+			prov = &list.Items[i]
+			break
+		}
+	}
+	repo, err := pol.AptRepo(sw, prov)
+	if err != nil {
+		return nil, &AptRefusal{err}
+	}
+	return repo, nil
+}
+
+// AptRefusal is a spec.aptSource the site cannot serve: the Software is Stalled until the
+// CR, its cluster's Provisioning or the site policy changes.
+type AptRefusal struct{ Err error }
+
+func (e *AptRefusal) Error() string { return "spec.aptSource: " + e.Err.Error() }
+func (e *AptRefusal) Unwrap() error { return e.Err }

@@ -13,6 +13,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -140,16 +141,63 @@ func (p Policy) ArtifactsCA(prov *bpav1.Provisioning) (string, error) {
 	return "", nil
 }
 
+// AptRepo is an artifact server's apt repository as install-software adds it to a node:
+// the server, and the admin's key (nodetrust.ParseAptKey's re-encoding) and CA for it.
+type AptRepo struct{ URL, Key, CA string }
+
+// AptRepo resolves a Software's spec.aptSource against prov, the cluster's Provisioning:
+// none when the Software does not ask for it; otherwise the server of prov's spec.offline
+// and the key and CA of its spec.artifactServers entry. A repository the nodes could not
+// check (no server, no entry, no key) is refused, naming spec.aptSource.
+func (p Policy) AptRepo(sw *bpav1.Software, prov *bpav1.Provisioning) (*AptRepo, error) {
+	if sw.Spec.AptSource != bpav1.AptSourceBPA {
+		return nil, nil
+	}
+	if prov == nil || prov.Spec.Offline == nil {
+		return nil, errors.New("the cluster's Provisioning has no spec.offline.url: there is no artifact server to take packages from")
+	}
+	url := prov.Spec.Offline.URL
+	for i, s := range p.Spec.ArtifactServers {
+		if s.URL != url {
+			continue
+		}
+		if s.AptKey == "" {
+			break
+		}
+		key, err := nodetrust.ParseAptKey([]byte(s.AptKey))
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", p.Source, aptKeyPath(i), err)
+		}
+		ca, err := nodetrust.Canonical([]byte(s.CABundle))
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", p.Source, caBundlePath(i), err)
+		}
+		return &AptRepo{URL: url, Key: string(key), CA: string(ca)}, nil
+	}
+	return nil, fmt.Errorf("%s gives artifact server %s no aptKey (spec.artifactServers[].aptKey): BPA never adds a repository whose signatures the nodes cannot check; ask the site admin",
+		p.Source, url)
+}
+
 // CheckPolicy lists what is wrong in a BPAPolicy beyond its schema: every caBundle must be
-// certificates and nothing else.
+// certificates and nothing else, every aptKey public keys and nothing else.
 func CheckPolicy(spec *bpav1.BPAPolicySpec) field.ErrorList {
 	var errs field.ErrorList
 	for i, s := range spec.ArtifactServers {
 		if _, err := nodetrust.Parse([]byte(s.CABundle)); err != nil {
 			errs = append(errs, field.Invalid(caBundlePath(i), field.OmitValueType{}, err.Error()))
 		}
+		if s.AptKey == "" {
+			continue
+		}
+		if _, err := nodetrust.ParseAptKey([]byte(s.AptKey)); err != nil {
+			errs = append(errs, field.Invalid(aptKeyPath(i), field.OmitValueType{}, err.Error()))
+		}
 	}
 	return errs
+}
+
+func aptKeyPath(i int) *field.Path {
+	return field.NewPath("spec", "artifactServers").Index(i).Child("aptKey")
 }
 
 func caBundlePath(i int) *field.Path {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,4 +103,49 @@ func TestArtifactsCA(t *testing.T) {
 	errs := CheckPolicy(&pol.Spec)
 	require.Len(t, errs, 1)
 	assert.Equal(t, "spec.artifactServers[0].caBundle", errs[0].Field)
+}
+
+func TestAptRepo(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	e, err := openpgp.NewEntity("bpa test", "", "bpa@example.org", nil)
+	require.NoError(t, err)
+	var key strings.Builder
+	w, err := armor.Encode(&key, openpgp.PublicKeyType, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.Serialize(w))
+	require.NoError(t, w.Close())
+	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
+		{URL: "https://nokey:8443", CABundle: ca},
+		{URL: "https://artifacts:8443", CABundle: ca, AptKey: key.String()},
+		{URL: "https://badkey:8443", CABundle: ca, AptKey: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n"},
+	}}}
+	sw := &bpav1.Software{Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA}}
+	offline := func(url string) *bpav1.Provisioning {
+		return prov("a", func(s *bpav1.ProvisioningSpec) { s.Offline = &bpav1.OfflineConfig{URL: url} })
+	}
+	repo, err := pol.AptRepo(sw, offline("https://artifacts:8443"))
+	require.NoError(t, err)
+	assert.Equal(t, "https://artifacts:8443", repo.URL)
+	assert.Equal(t, ca, repo.CA)
+	assert.Contains(t, repo.Key, "-----BEGIN PGP PUBLIC KEY BLOCK-----")
+
+	none, err := pol.AptRepo(&bpav1.Software{}, offline("https://artifacts:8443"))
+	require.NoError(t, err)
+	assert.Nil(t, none, "no aptSource, no repository")
+	for want, p := range map[string]*bpav1.Provisioning{
+		"has no spec.offline.url":                                   prov("a", func(*bpav1.ProvisioningSpec) {}),
+		"gives artifact server https://nokey:8443 no aptKey":        offline("https://nokey:8443"),
+		"gives artifact server https://unlisted:8443 no aptKey":     offline("https://unlisted:8443"),
+		"spec.artifactServers[2].aptKey: not an OpenPGP public key": offline("https://badkey:8443"),
+	} {
+		_, err := pol.AptRepo(sw, p)
+		assert.ErrorContains(t, err, want)
+	}
+	_, err = pol.AptRepo(sw, nil)
+	assert.ErrorContains(t, err, "has no spec.offline.url")
+	errs := CheckPolicy(&pol.Spec)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "spec.artifactServers[2].aptKey", errs[0].Field)
 }

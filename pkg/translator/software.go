@@ -14,9 +14,12 @@ var SoftwareSteps = []string{"resolve-nodes", "install-software", "verify-softwa
 
 var softwareParameterOrder = []string{
 	"software", "cluster", "generation", "ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
+	"apt-url", "apt-key", "artifacts-ca",
 }
 
 // SoftwareParameters derives the Workflow parameters of a Software, defaults applied.
+// apt-url, apt-key and artifacts-ca, the apt repository of spec.aptSource, are the site
+// policy's and empty here; the caller sets them (Options, or lookup). None is secret.
 func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	cluster, err := ClusterOf(s)
 	if err != nil {
@@ -26,6 +29,7 @@ func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	params["software"] = s.Name
 	params["cluster"] = cluster
 	params["generation"] = strconv.FormatInt(s.Generation, 10)
+	params["apt-url"], params["apt-key"], params["artifacts-ca"] = "", "", ""
 	return params, nil
 }
 
@@ -41,6 +45,7 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 	if err != nil {
 		return nil, err
 	}
+	params["apt-url"], params["apt-key"], params["artifacts-ca"] = opts.AptURL, opts.AptKey, opts.ArtifactsCA
 	wf := newWorkflow(s, "Software", bpav1.SoftwareNameLabel, workflowtemplates.Software, "software", params["cluster"], opts, softwareDeadline)
 	wf.Spec.Entrypoint = "install"
 	wf.Spec.Arguments.Parameters = parameters(params, softwareParameterOrder)
@@ -49,7 +54,8 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 	install := task("install-software", t, "install-software", "resolve-nodes",
 		"host", HostOfItem,
 		"ssh-secret", wfParam("ssh-secret"), "ssh-user", wfParam("ssh-user"),
-		"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key"))
+		"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key"),
+		"apt-url", wfParam("apt-url"), "apt-key", wfParam("apt-key"), "artifacts-ca", wfParam("artifacts-ca"))
 	install.WithParam = FanOutItems
 	tasks := []wfv1.DAGTask{
 		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation")),

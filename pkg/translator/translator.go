@@ -50,7 +50,11 @@ type Options struct {
 	Revision string
 	// ArtifactsCA is the CA the site's BPAPolicy gives a Provisioning's artifact server
 	// (policy.Policy.ArtifactsCA), "" for none: the translator reads no policy itself.
+	// For a Software, the CA of its apt repository's server (policy.Policy.AptRepo).
 	ArtifactsCA string
+	// AptURL and AptKey are a Software's apt repository (policy.Policy.AptRepo): its
+	// server and the admin's key for it, "" for none.
+	AptURL, AptKey string
 }
 
 // ClusterOf returns the cluster a CR belongs to, or an error naming the missing label.

@@ -12,6 +12,8 @@
 //     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
 //     serve as the mount point);
+//   - with apt source and keyring directories of its own (/etc/apt/sources.list.d,
+//     /etc/apt/keyrings), which its stand-in apt-get update reads;
 //   - with a trust store of its own: per-host directories on /etc/bpa,
 //     /usr/local/share/ca-certificates and /etc/ssl/certs (a copy of the machine's, links
 //     and bundle), so the real update-ca-certificates run on a host changes that host's
@@ -168,7 +170,7 @@ func (h *Host) setUp(t testing.TB) {
 	h.hostKey = signer.PublicKey()
 	writeFile(t, h.path("ssh_host_ed25519_key"), priv, 0o600)
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
-	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks"} {
+	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -344,10 +346,12 @@ func (h *Host) Dir() string { return h.dir }
 var hostMounts = map[string]string{
 	"kubernetes": "/etc/kubernetes", "bpa": "/etc/bpa", "local-ca-certificates": "/usr/local/share/ca-certificates",
 	"ssl-certs": "/etc/ssl/certs", "ca-hooks": "/etc/ca-certificates/update.d",
+	"apt-keyrings": "/etc/apt/keyrings", "apt-sources": "/etc/apt/sources.list.d",
 }
 
 // File is where the test reads the file the host sees at path, under one of its own
-// directories (/etc/kubernetes, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs).
+// directories (/etc/kubernetes, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs,
+// /etc/apt/keyrings, /etc/apt/sources.list.d).
 func (h *Host) File(path string) string {
 	for dir, at := range hostMounts {
 		if rest, ok := strings.CutPrefix(path, at+"/"); ok {

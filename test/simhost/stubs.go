@@ -49,6 +49,40 @@ matches() {
 
 status_of() { awk -F'\t' -v n="$1" '$1 == n { s = $3 } END { print s }' "$D/packages"; }
 
+# bpa_source reads BPA's apt source, if the host has one, as apt reads a signed flat
+# repository: InRelease fetched with the host's curl and trust store, its signature checked
+# by gpgv against the Signed-By key (apt refuses an unsigned or mis-signed repository with
+# exit 100), Packages fetched and checked against InRelease's SHA256, and its packages made
+# available. Other sources are the host's "available" file.
+bpa_source() {
+	src=/etc/apt/sources.list.d/bpa-artifacts.sources
+	[ -f "$src" ] || return 0
+	uri=$(sed -n 's/^URIs: //p' "$src")
+	key=$(sed -n 's/^Signed-By: //p' "$src")
+	tmp=$(mktemp -d)
+	if ! curl -fsS --max-time 30 -o "$tmp/InRelease" "${uri}InRelease" 2>"$tmp/err"; then
+		echo "E: Failed to fetch ${uri}InRelease  $(cat "$tmp/err")" >&2
+		exit 100
+	fi
+	gpg --batch --homedir "$tmp" --dearmor <"$key" >"$tmp/key.gpg" 2>/dev/null
+	if ! gpgv --homedir "$tmp" --keyring "$tmp/key.gpg" "$tmp/InRelease" 2>"$tmp/err"; then
+		echo "W: GPG error: ${uri} ./ InRelease: $(tail -1 "$tmp/err")" >&2
+		echo "E: The repository '${uri} ./ InRelease' is not signed." >&2
+		exit 100
+	fi
+	curl -fsS --max-time 30 -o "$tmp/Packages" "${uri}Packages"
+	want=$(awk '/^SHA256:/ { f = 1; next } /^[^ ]/ { f = 0 } f && $3 == "Packages" { print $1 }' "$tmp/InRelease")
+	if [ "$want" != "$(sha256sum "$tmp/Packages" | cut -d' ' -f1)" ]; then
+		echo "E: Failed to fetch ${uri}Packages  Hash Sum mismatch" >&2
+		exit 100
+	fi
+	awk '/^Package:/ { p = $2 } /^Version:/ { v = $2 } /^$/ { if (p != "") print p "\t" v; p = "" } END { if (p != "") print p "\t" v }' \
+		"$tmp/Packages" >"$tmp/new"
+	awk -F'\t' 'NR == FNR { n[$1] = 1; next } !($1 in n)' "$tmp/new" "$D/available" >"$tmp/old"
+	cat "$tmp/old" "$tmp/new" >"$D/available"
+	rm -rf "$tmp"
+}
+
 set_pkg() { # name version status
 	awk -F'\t' -v n="$1" -v v="$2" -v s="$3" 'BEGIN { OFS = "\t" } $1 != n { print } END { print n, v, s }' \
 		"$D/packages" >"$D/packages.tmp" && mv "$D/packages.tmp" "$D/packages"
@@ -88,6 +122,7 @@ for a in "$@"; do
 done
 case "$op" in
 update)
+	bpa_source
 	echo "Reading package lists... Done"
 	exit 0
 	;;

@@ -7,7 +7,9 @@
 //     value never reaches a command, not even a quoted one;
 //  2. reads the installed versions over SSH with dpkg-query; if the host already satisfies
 //     every item, it stops there: no apt-get at all;
-//  3. otherwise runs apt-get update (when installing), checks with apt-cache that every name
+//  3. otherwise, when installing, adds spec.aptSource's repository (--apt-url, with the site
+//     admin's --apt-key and --artifacts-ca: the CA, the key and a deb822 source, each written
+//     by a fixed script and left alone when current), runs apt-get update, checks with apt-cache that every name
 //     it will hand apt-get is a package of exactly that name (apt-get would read any other as
 //     a pattern), then runs install (with the pinned versions) and/or remove;
 //  4. reads the versions back and fails if dpkg does not report the wanted state, whatever
@@ -33,6 +35,7 @@ import (
 	"github.com/spf13/pflag"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
@@ -56,6 +59,9 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.host, "host", "", `the host, as JSON: {"name","ip","roles","packages"} (one item of resolve-nodes' output)`)
 			fs.StringVar(&o.output, "output", "/tmp/bpa/out/result.json", "file to write the host's result (JSON) to")
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole step")
+			fs.StringVar(&o.aptURL, "apt-url", "", "artifact server whose signed apt repository (URL/apt/) the host gets, \"\" for none")
+			fs.StringVar(&o.aptKey, "apt-key", "", "armored OpenPGP public key that signs that repository (the site policy's)")
+			fs.StringVar(&o.artifactsCA, "artifacts-ca", "", "PEM CA of that server's certificate (the site policy's), \"\" for none")
 			o.ssh.AddFlags(fs)
 		},
 		Run: func(ctx context.Context) error { return o.run(ctx) },
@@ -63,11 +69,12 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	host, output string
-	timeout      time.Duration
-	ssh          sshexec.Flags
-	flags        *pflag.FlagSet
-	logf         func(format string, args ...any)
+	host, output                string
+	aptURL, aptKey, artifactsCA string
+	timeout                     time.Duration
+	ssh                         sshexec.Flags
+	flags                       *pflag.FlagSet
+	logf                        func(format string, args ...any)
 }
 
 // run installs and always writes the result, then reports the install's error (or a failure
@@ -99,6 +106,20 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 		return err
 	}
 	who := fmt.Sprintf("%s (%s)", node.Name, node.IP)
+	var aptKey []byte
+	if o.aptURL != "" {
+		if aptKey, err = nodetrust.ParseAptKey([]byte(o.aptKey)); err != nil {
+			return fmt.Errorf("--apt-key: %w", err)
+		}
+		if _, err := nodetrust.AptSource(o.aptURL); err != nil {
+			return fmt.Errorf("--apt-url: %w", err)
+		}
+		if o.artifactsCA != "" {
+			if _, err := nodetrust.Parse([]byte(o.artifactsCA)); err != nil {
+				return fmt.Errorf("--artifacts-ca: %w", err)
+			}
+		}
+	}
 
 	cfg := o.ssh.Config(o.flags, nil)
 	cfg.Logf = o.logf
@@ -136,6 +157,11 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 		return nil
 	}
 	if argv := before.Update(); argv != nil {
+		if o.aptURL != "" {
+			if err := o.addAptSource(ctx, client, aptKey, who); err != nil {
+				return err
+			}
+		}
 		if err := apt(argv); err != nil {
 			return err
 		}
@@ -156,6 +182,28 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	res.Packages = after.Packages
 	if bad := after.Unsatisfied(); len(bad) > 0 {
 		return fmt.Errorf("%s: apt-get succeeded but dpkg reports: %s", who, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// addAptSource puts the artifact server's CA, the repository's key and its source on the
+// host, before the apt-get update that reads them.
+func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, key []byte, who string) error {
+	if o.artifactsCA != "" {
+		changed, err := nodetrust.InstallCAOn(ctx, client, []byte(o.artifactsCA))
+		if err != nil {
+			return fmt.Errorf("%s: installing the artifact server's CA: %w", who, err)
+		}
+		if changed {
+			o.logf("%s: artifact server CA installed (%s and the OS trust store)", who, nodetrust.Path)
+		}
+	}
+	changed, err := nodetrust.InstallAptSource(ctx, client, key, o.aptURL)
+	if err != nil {
+		return fmt.Errorf("%s: adding the apt repository of %s: %w", who, o.aptURL, err)
+	}
+	if changed {
+		o.logf("%s: apt repository %s/apt/ added (%s, checked with %s)", who, o.aptURL, bpav1.AptSourcePath, bpav1.AptKeyPath)
 	}
 	return nil
 }

@@ -96,6 +96,14 @@ func (o options) parameters(ctx context.Context, c client.Client) (map[string]st
 		if refusal, err = policy.AdmitSoftware(ctx, pol, c, s, params["cluster"], params["ssh-secret"]); err != nil {
 			return nil, err
 		}
+		// The apt repository spec.aptSource adds, with the admin's key and CA for it.
+		repo, err := policy.SoftwareAptRepo(ctx, pol, c, s, params["cluster"])
+		if err != nil {
+			return nil, err
+		}
+		if repo != nil {
+			params["apt-url"], params["apt-key"], params["artifacts-ca"] = repo.URL, repo.Key, repo.CA
+		}
 	default:
 		return nil, errors.New("exactly one of --provisioning and --software is required")
 	}

@@ -59,7 +59,24 @@ type ArtifactServer struct {
 	// +kubebuilder:validation:MaxLength=65536
 	// +kubebuilder:validation:Pattern=`^(\s*-----BEGIN CERTIFICATE-----[\sA-Za-z0-9+/=]+-----END CERTIFICATE-----)+\s*$`
 	CABundle string `json:"caBundle"`
+
+	// AptKey is the ASCII-armored OpenPGP public key that signs the server's apt repository
+	// (the public half of `bpa serve --apt-signing-key`). A Software with aptSource bpa
+	// needs it: nodes check the repository's signatures with it (apt's Signed-By), and BPA
+	// never adds a repository they cannot check. Public keys only; BPA parses it and sends
+	// the nodes its own re-encoding.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:Pattern=`^\s*-----BEGIN PGP PUBLIC KEY BLOCK-----\r?\n(\r?\n|[A-Za-z0-9+/=\s]|Version: [ -~]*\r?\n|Comment: [ -~]*\r?\n)*-----END PGP PUBLIC KEY BLOCK-----\s*$`
+	AptKey string `json:"aptKey,omitempty"`
 }
+
+// Where BPA puts an artifact server's apt repository on a node: the key its signatures are
+// checked with, and the deb822 source naming it (written last, so it marks a finished setup).
+const (
+	AptKeyPath    = "/etc/apt/keyrings/bpa-artifacts.asc"
+	AptSourcePath = "/etc/apt/sources.list.d/bpa-artifacts.sources"
+)
 
 // ArtifactsCAPath is where BPA installs an artifact server's CA on every node, whatever its
 // OS family; containerd_registries_mirrors[].mirrors[].ca names it.

@@ -92,7 +92,18 @@ type SoftwareSpec struct {
 	// SSH says how to reach the hosts; defaults to the Secret `<cluster>-ssh` as root.
 	// +optional
 	SSH *SSHConfig `json:"ssh,omitempty"`
+	// AptSource says where apt finds the packages. Empty: the nodes' own apt sources.
+	// `bpa`: also the signed flat repository of the cluster's artifact server (its
+	// Provisioning's spec.offline.url, at /apt/), for offline sites. The key the nodes check
+	// its signatures with, and the CA of its certificate, are the site admin's (BPAPolicy
+	// spec.artifactServers[].aptKey and caBundle), never the CR's.
+	// +optional
+	// +kubebuilder:validation:Enum=bpa
+	AptSource string `json:"aptSource,omitempty"`
 }
+
+// AptSourceBPA takes packages from the cluster's artifact server as well.
+const AptSourceBPA = "bpa"
 
 // PackageStatus is one package on one host.
 type PackageStatus struct {

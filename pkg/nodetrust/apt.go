@@ -1,0 +1,107 @@
+package nodetrust
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+)
+
+// MaxAptKey bounds an apt key, as the CRD's maxLength does.
+const MaxAptKey = 64 << 10
+
+// serverURL is spec.offline.url's syntax (the CRD pattern): no path, quote, space or newline,
+// so the deb822 source BPA writes around it reads as one field.
+var serverURL = regexp.MustCompile(`^https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`)
+
+// ParseAptKey reads an armored OpenPGP public key block (BPAPolicy spec.artifactServers[].
+// aptKey) and returns BPA's own armored re-encoding of its public keys: a private key, any
+// other block type, or text around the block is an error.
+func ParseAptKey(data []byte) ([]byte, error) {
+	if len(data) > MaxAptKey {
+		return nil, fmt.Errorf("%d bytes, more than the %d allowed", len(data), MaxAptKey)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if !bytes.HasPrefix(trimmed, []byte("-----BEGIN PGP PUBLIC KEY BLOCK-----")) || !bytes.HasSuffix(trimmed, []byte("-----END PGP PUBLIC KEY BLOCK-----")) ||
+		bytes.Count(trimmed, []byte("-----BEGIN ")) != 1 {
+		return nil, errors.New("want one armored PGP PUBLIC KEY BLOCK and nothing else")
+	}
+	keys, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(trimmed))
+	if err != nil {
+		return nil, fmt.Errorf("not an OpenPGP public key: %w", err)
+	}
+	var b bytes.Buffer
+	w, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range keys {
+		if e.PrivateKey != nil {
+			return nil, errors.New("a private key: give the public key only (gpg --export --armor)")
+		}
+		if err := e.Serialize(w); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return append(b.Bytes(), '\n'), nil
+}
+
+// AptSource is the deb822 source of server's flat repository, checked with AptKeyPath.
+func AptSource(server string) (string, error) {
+	if !serverURL.MatchString(server) {
+		return "", fmt.Errorf("artifact server %q: not https://host[:port]", server)
+	}
+	return "Types: deb\nURIs: " + server + "/apt/\nSuites: ./\nSigned-By: " + bpav1.AptKeyPath + "\n", nil
+}
+
+// aptScript writes $1 (the key) and then $2 (the source), each without its last newline.
+// The source is written last, so a host holding both exactly is left alone, and one cut off
+// between the two is done again. Its text is fixed: key and source are only ever data.
+var aptScript = `set -eu
+if [ "$(cat ` + bpav1.AptKeyPath + ` 2>/dev/null)" = "$1" ] && [ "$(cat ` + bpav1.AptSourcePath + ` 2>/dev/null)" = "$2" ]; then
+	echo current
+	exit 0
+fi
+put() {
+	mkdir -p "${1%/*}"
+	printf '%s\n' "$2" >"$1.bpa-new"
+	chmod 644 "$1.bpa-new"
+	mv -f "$1.bpa-new" "$1"
+}
+put ` + bpav1.AptKeyPath + ` "$1"
+put ` + bpav1.AptSourcePath + ` "$2"
+echo changed
+`
+
+// InstallAptSource puts the repository's key and source on the host c is connected to, and
+// says whether it changed anything. key is ParseAptKey's output.
+func InstallAptSource(ctx context.Context, c *sshexec.Client, key []byte, server string) (bool, error) {
+	src, err := AptSource(server)
+	if err != nil {
+		return false, err
+	}
+	out, err := c.Output(ctx, []string{"sh", "-c", aptScript, "bpa-apt-source",
+		strings.TrimSuffix(string(key), "\n"), strings.TrimSuffix(src, "\n")})
+	return strings.TrimSpace(string(out)) == "changed", err
+}
+
+// InstallCAOn is Install for one host c is connected to; it says whether it changed anything.
+func InstallCAOn(ctx context.Context, c *sshexec.Client, bundle []byte) (bool, error) {
+	certs, err := Parse(bundle)
+	if err != nil {
+		return false, err
+	}
+	res, err := installCA(ctx, c, strings.TrimSuffix(string(Encode(certs)), "\n"))
+	return res == "changed", err
+}
