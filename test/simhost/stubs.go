@@ -64,7 +64,8 @@ bpa_source() {
 		echo "E: Failed to fetch ${uri}InRelease  $(cat "$tmp/err")" >&2
 		exit 100
 	fi
-	gpg --batch --homedir "$tmp" --dearmor <"$key" >"$tmp/key.gpg" 2>/dev/null
+	# gpg --dearmor with coreutils: the armor's headers, checksum and end line dropped.
+	sed -e '1,/^[[:space:]]*$/d' -e '/^=/d' -e '/^-----END/d' "$key" | base64 -d >"$tmp/key.gpg"
 	if ! gpgv --homedir "$tmp" --keyring "$tmp/key.gpg" "$tmp/InRelease" 2>"$tmp/err"; then
 		echo "W: GPG error: ${uri} ./ InRelease: $(tail -1 "$tmp/err")" >&2
 		echo "E: The repository '${uri} ./ InRelease' is not signed." >&2
