@@ -296,7 +296,7 @@ func testAptRepository(t *testing.T, e *env) {
 		}{
 			"not an ar archive":        {[]byte("#!/bin/sh\necho pwned\n"), "not an ar archive"},
 			"a second paragraph":       {debOf(t, goodControl+"\nPackage: bpa-injected\nVersion: 9\nArchitecture: all\n"), "line 5: blank line"},
-			"a white space line":       {debOf(t, goodControl+" \t\nPackage: bpa-injected\n"), "line 5: a continuation line"},
+			"a white space line":       {debOf(t, goodControl+" \t\nX-Injected: 1\n"), "line 5: a continuation line"},
 			"a CR":                     {debOf(t, strings.ReplaceAll(goodControl, "\n", "\r\n")), "control character '\\r'"},
 			"a field name with space":  {debOf(t, goodControl+"Evil Field: x\n"), "line 5: want Name: value"},
 			"a field name with colon":  {debOf(t, goodControl+":Package: bpa-injected\n"), "line 5: want Name: value"},
