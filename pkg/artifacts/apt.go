@@ -61,7 +61,7 @@ func loadAptKey(file string) (*openpgp.Entity, error) {
 	}
 	k, ok := keys[0].SigningKey(time.Now())
 	switch {
-	case !ok || k.PrivateKey == nil:
+	case !ok || k.PrivateKey == nil || k.PrivateKey.Dummy():
 		return nil, fmt.Errorf("%s: no private key able to sign (export it with gpg --export-secret-keys --armor)", file)
 	case k.PrivateKey.Encrypted:
 		return nil, fmt.Errorf("%s: the private key is protected by a passphrase; export a key that is not", file)
@@ -146,7 +146,10 @@ func (s *Server) aptSnapshot() (*aptSnapshot, error) {
 		fmt.Fprintf(release, " %s %d %s\n", hex.EncodeToString(sum[:]), len(f.b), f.name)
 	}
 	cfg := &packet.Config{DefaultHash: crypto.SHA256} // apt refuses SHA-1 signatures
-	k, _ := a.signer.SigningKey(at)
+	k, ok := a.signer.SigningKey(at)
+	if !ok {
+		return nil, errors.New("the apt signing key has expired or was revoked; give bpa serve a new one")
+	}
 	var inRelease, detached bytes.Buffer
 	pw, err := clearsign.Encode(&inRelease, k.PrivateKey, cfg)
 	if err == nil {
