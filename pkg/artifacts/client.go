@@ -170,11 +170,15 @@ func (c *Client) patch(ctx context.Context, f *os.File, location string, from, t
 	}
 	resp, err := c.do(req, http.StatusNoContent)
 	if err != nil {
-		if resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict {
+		refused := resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict
+		if refused {
 			_ = os.Remove(stateFile) // refused for good: a rerun must start over
 		}
 		if resp != nil && resp.StatusCode == checksumMismatch {
 			return fmt.Errorf("%s: %w: %v", f.Name(), ErrChecksum, err)
+		}
+		if refused {
+			return fmt.Errorf("push %s refused: %w", f.Name(), err)
 		}
 		return fmt.Errorf("push %s interrupted at byte %d of %d (run the same command again to resume): %w",
 			f.Name(), from, size, err)

@@ -62,6 +62,9 @@ type Options struct {
 	// UploadTTL is how long an unfinished upload is kept after its last byte arrived;
 	// 0 means DefaultUploadTTL.
 	UploadTTL time.Duration
+	// AptSigningKey is the file of an armored, unencrypted OpenPGP private key that signs
+	// the apt repository of the uploaded .deb files at /apt/; empty turns /apt/ off.
+	AptSigningKey string
 }
 
 // DefaultUploadTTL keeps an interrupted upload resumable for a week.
@@ -73,6 +76,7 @@ type Server struct {
 	tus      *tus.UnroutedHandler
 	registry http.Handler
 	uploads  string
+	apt      *aptRepo // nil without a signing key
 }
 
 // FileMeta describes one served file.
@@ -86,6 +90,8 @@ type FileMeta struct {
 	URL string `json:"url,omitempty"`
 	// Image is set for OS images: what a BareMetalHost's spec.image takes.
 	Image *OSImage `json:"image,omitempty"`
+	// Control is a .deb's control file, as the apt repository's index lists it.
+	Control []ControlField `json:"control,omitempty"`
 }
 
 // OSImage is the part of a BareMetalHost's spec.image the server can fill in.
@@ -108,6 +114,13 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 		opts.UploadTTL = DefaultUploadTTL
 	}
 	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads")}
+	if opts.AptSigningKey != "" {
+		key, err := loadAptKey(opts.AptSigningKey)
+		if err != nil {
+			return nil, fmt.Errorf("apt signing key: %w", err)
+		}
+		s.apt = &aptRepo{signer: key}
+	}
 	for _, d := range []string{"uploads", "files", "meta", "registry"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o750); err != nil {
 			return nil, err
@@ -196,6 +209,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	case strings.HasPrefix(p, "/v2/") || p == "/v2":
 		s.serveRegistry(w, r)
+	case strings.HasPrefix(p, "/apt/"):
+		s.serveApt(w, r, strings.TrimPrefix(p, "/apt/"))
 	case strings.HasPrefix(p, "/files/"):
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
 	case p == "/api/v1/files" || strings.HasPrefix(p, "/api/v1/files/"):
@@ -251,31 +266,35 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 			s.tus.PatchFile(w, r)
 		}
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); !ok {
-			return
+		if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); ok {
+			s.serveStored(w, r, rest)
 		}
-		p, err := CleanPath(rest)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		f, err := os.Open(filepath.Join(s.opts.Dir, "files", p))
-		if err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		http.ServeContent(w, r, "", st.ModTime(), f) // Range, If-Modified-Since
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST, PATCH")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// serveStored downloads the published file at path p, for a caller allowed to read.
+func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, p string) {
+	p, err := CleanPath(p)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f, err := os.Open(filepath.Join(s.opts.Dir, "files", p))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", st.ModTime(), f) // Range, If-Modified-Since
 }
 
 // owns is false when the upload id exists and another user started it: an upload in
@@ -347,9 +366,15 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 			"sha256 mismatch for %s: declared %s, received %s", info.MetaData["path"], declared, sum), checksumMismatch)
 	}
 	m := FileMeta{Path: info.MetaData["path"], Size: info.Size, SHA256: sum, UploadedBy: info.MetaData["uploadedBy"], UploadedAt: time.Now().UTC()}
+	if strings.HasSuffix(m.Path, ".deb") { // it joins the apt repository: its index needs the control file
+		if m.Control, err = debControl(bin); err != nil {
+			return discard("ERR_BAD_DEB", fmt.Sprintf("%s: not a Debian package the apt repository can list: %v", m.Path, err), http.StatusBadRequest)
+		}
+	}
 	if err := s.publish(bin, m); err != nil {
 		return tus.HTTPResponse{}, err
 	}
+	s.aptChanged(m.Path)
 	_ = os.Remove(infoFile)
 	return tus.HTTPResponse{}, nil
 }
@@ -437,10 +462,11 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		return
 	}
 	_ = os.Remove(filepath.Join(s.opts.Dir, "meta", p+".json"))
+	s.aptChanged(p)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) meta(r *http.Request, p string) (*FileMeta, error) {
+func (s *Server) readMeta(p string) (*FileMeta, error) {
 	b, err := os.ReadFile(filepath.Join(s.opts.Dir, "meta", p+".json"))
 	if err != nil {
 		return nil, err
@@ -448,6 +474,15 @@ func (s *Server) meta(r *http.Request, p string) (*FileMeta, error) {
 	var m FileMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", p, err)
+	}
+	return &m, nil
+}
+
+// meta is p's metadata with the URLs a request to this server would use.
+func (s *Server) meta(r *http.Request, p string) (*FileMeta, error) {
+	m, err := s.readMeta(p)
+	if err != nil {
+		return nil, err
 	}
 	base := s.opts.URL
 	if base == "" {
@@ -461,7 +496,7 @@ func (s *Server) meta(r *http.Request, p string) (*FileMeta, error) {
 	if f, ok := diskFormat(m.Path); ok {
 		m.Image = &OSImage{URL: m.URL, Checksum: m.SHA256, ChecksumType: "sha256", DiskFormat: f}
 	}
-	return &m, nil
+	return m, nil
 }
 
 // diskFormat tells OS images by extension, with the format metal3's spec.image.format names.

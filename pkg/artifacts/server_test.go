@@ -77,10 +77,18 @@ type server struct {
 
 func (e *env) serve(t *testing.T, dir, addr string, anonReads bool) *server {
 	t.Helper()
+	return e.serveOpts(t, addr, anonReads, artifacts.Options{Dir: dir})
+}
+
+// serveOpts is serve with more of the server's Options set.
+func (e *env) serveOpts(t *testing.T, addr string, anonReads bool, opts artifacts.Options) *server {
+	t.Helper()
 	auth := *e.auth
 	auth.AnonymousReads = anonReads
-	srv, err := artifacts.NewServer(context.Background(), artifacts.Options{Dir: dir, Auth: &auth, MaxSize: 1 << 30, Status: e.kube})
+	opts.Auth, opts.MaxSize, opts.Status = &auth, 1<<30, e.kube
+	srv, err := artifacts.NewServer(context.Background(), opts)
 	require.NoError(t, err)
+	dir := opts.Dir
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -488,6 +496,8 @@ func TestArtifactServer(t *testing.T) {
 		assert.Equal(t, artifacts.OSImage{URL: s.URL + "/files/cloud-images.ubuntu.com/noble/current/noble-server-cloudimg-amd64.qcow2",
 			Checksum: sum, ChecksumType: "sha256", DiskFormat: "qcow2"}, *m.Image)
 	})
+
+	t.Run("apt repository", func(t *testing.T) { testAptRepository(t, e) })
 
 	t.Run("installation status needs list on the cluster's CRs in its namespace", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)

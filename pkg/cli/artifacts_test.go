@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,12 +57,14 @@ func TestArtifactsCommands(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	store := t.TempDir()
+	aptKey, _ := artifactstest.AptKey(t)
 	serveCtx, stopServe := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
 		root := NewRootCommand()
 		root.SetArgs([]string{"serve", "--listen", addr, "--dir", store,
-			"--tls-cert-file", certs[0], "--tls-private-key-file", strings.TrimSuffix(certs[0], ".crt") + ".key"})
+			"--tls-cert-file", certs[0], "--tls-private-key-file", strings.TrimSuffix(certs[0], ".crt") + ".key",
+			"--apt-signing-key", aptKey})
 		root.SetErr(&bytes.Buffer{})
 		served <- root.ExecuteContext(serveCtx)
 	}()
@@ -129,6 +135,19 @@ func TestArtifactsCommands(t *testing.T) {
 	assert.Contains(t, out, "missing image registry.k8s.io/kube-apiserver:v1.32.5\n")
 	_, _, err = artifacts(ctx, "check", "--kubespray", "v2.28.0", "--kubernetes", "1.33.0")
 	assert.ErrorContains(t, err, "outside kubespray v2.28.0's range")
+
+	// The signing key given on the command line signs the apt repository.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(r.CAData)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/apt/InRelease", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}).Do(req)
+	require.NoError(t, err)
+	inRelease, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(inRelease))
+	assert.Contains(t, string(inRelease), "-----BEGIN PGP SIGNATURE-----")
 
 	_, _, err = artifacts(ctx, "rm", path)
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/signal"
@@ -34,6 +35,7 @@ func init() {
 				"                            files_repo expects (the original domain as the top directory)\n" +
 				"  /api/v1/files[/PATH]      listing, metadata (size, sha256, uploader, OS image URL and checksum), DELETE\n" +
 				"  /v2/                      an OCI distribution registry (crane, skopeo, docker, oras)\n" +
+				"  /apt/                     a signed flat apt repository of the uploaded .deb files (with --apt-signing-key)\n" +
 				"  /api/v1/status/NS/CLUSTER the cluster's Provisioning and Software status, as JSON\n" +
 				"Writes need a Kubernetes bearer token allowed to create (or delete) artifacts.bpa.akraino.org;\n" +
 				"reads need one allowed to get them, unless --anonymous-reads; status needs list on the CRs.",
@@ -53,6 +55,11 @@ func init() {
 				}
 				if opts.Status, err = client.New(cfg, client.Options{Scheme: controller.Scheme()}); err != nil {
 					return err
+				}
+				if _, err := os.Stat(opts.AptSigningKey); opts.AptSigningKey != "" && errors.Is(err, fs.ErrNotExist) {
+					// config/serve mounts the key from an optional Secret: no Secret, no repository.
+					fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: %s does not exist, the apt repository is off\n", opts.AptSigningKey)
+					opts.AptSigningKey = ""
 				}
 				h, err := artifacts.NewServer(ctx, opts)
 				if err != nil {
@@ -86,6 +93,7 @@ func init() {
 		f.BoolVar(&plainHTTP, "plain-http", false, "serve without TLS (tokens then cross the network in clear: test benches only)")
 		f.BoolVar(&anonymousReads, "anonymous-reads", false, "let nodes download files and pull images without a token")
 		f.StringVar(&opts.URL, "url", os.Getenv("BPA_ARTIFACTS_URL"), "base URL nodes reach the server at, for the OS image URLs it shows (default: each request's own)")
+		f.StringVar(&opts.AptSigningKey, "apt-signing-key", "", "armored, unencrypted OpenPGP private key that signs the apt repository at /apt/; without one (or when the file does not exist) /apt/ is off. Read at start only")
 		f.Int64Var(&opts.MaxSize, "max-upload-size", artifacts.DefaultMaxSize, "largest upload in bytes")
 		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
 		return cmd

@@ -3,13 +3,19 @@
 package artifactstest
 
 import (
+	"bytes"
 	"context"
 	"encoding/pem"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -71,12 +77,17 @@ func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string
 // serves, which no trust store holds: a reader trusts it only when given it, as the nodes
 // are by BPAPolicy spec.artifactServers), and a client that trusts it and uploads with a
 // real token of a ServiceAccount bound to config/serve's bpa-artifacts-uploader.
-func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, []byte, *artifacts.Client) {
+// Each opt may change the server's Options, e.g. set AptSigningKey (see AptKey).
+func Server(ctx context.Context, t *testing.T, r *rig.Rig, opt ...func(*artifacts.Options)) (string, []byte, *artifacts.Client) {
 	InstallRoles(ctx, t, r)
 	token := Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
 	auth, err := artifacts.NewAuth(r.RESTConfig, true)
 	require.NoError(t, err)
-	srv, err := artifacts.NewServer(ctx, artifacts.Options{Dir: t.TempDir(), Auth: auth, MaxSize: 1 << 30})
+	opts := artifacts.Options{Dir: t.TempDir(), Auth: auth, MaxSize: 1 << 30}
+	for _, o := range opt {
+		o(&opts)
+	}
+	srv, err := artifacts.NewServer(ctx, opts)
 	require.NoError(t, err)
 	ts := httptest.NewTLSServer(srv)
 	t.Cleanup(ts.Close)
@@ -84,6 +95,30 @@ func Server(ctx context.Context, t *testing.T, r *rig.Rig) (string, []byte, *art
 	tc := ts.Client()
 	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
 	return ts.URL, ca, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}
+}
+
+// AptKey writes a new OpenPGP key (Ed25519) for the apt repository: the armored private
+// key for Options.AptSigningKey, and the armored public key apt's Signed-By takes.
+func AptKey(t testing.TB) (signingKey, publicKey string) {
+	e, err := openpgp.NewEntity("BPA apt test", "", "apt@bpa.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	signingKey, publicKey = filepath.Join(dir, "signing.asc"), filepath.Join(dir, "key.asc")
+	for _, k := range []struct {
+		file, block string
+		write       func(io.Writer) error
+	}{
+		{signingKey, openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivate(w, nil) }},
+		{publicKey, openpgp.PublicKeyType, e.Serialize},
+	} {
+		var b bytes.Buffer
+		aw, err := armor.Encode(&b, k.block, nil)
+		require.NoError(t, err)
+		require.NoError(t, k.write(aw))
+		require.NoError(t, aw.Close())
+		require.NoError(t, os.WriteFile(k.file, b.Bytes(), 0o600))
+	}
+	return signingKey, publicKey
 }
 
 // Upload puts tiny stand-ins of files (each holding its own path) and images (random, one
