@@ -7,9 +7,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -121,5 +124,49 @@ func TestLookupWritesThePolicysCA(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(dir, "artifacts-ca"))
 		require.NoError(t, err)
 		assert.Equal(t, want, string(got), url)
+	}
+}
+
+// An ad-hoc Software run gets the apt repository the controller's Workflow would: the server
+// of its cluster's Provisioning that succeeded, with the admin's key and CA; and is refused,
+// naming spec.aptSource, where the site gives that server no key.
+func TestLookupWritesTheSoftwaresAptRepo(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	e, err := openpgp.NewEntity("bpa test", "", "bpa@example.org", nil)
+	require.NoError(t, err)
+	var key strings.Builder
+	w, err := armor.Encode(&key, openpgp.PublicKeyType, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.Serialize(w))
+	require.NoError(t, w.Close())
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
+		Spec:   bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: "https://artifacts:8443"}},
+		Status: bpav1.ProvisioningStatus{RunStatus: bpav1.RunStatus{Phase: bpav1.PhaseSucceeded}}}
+	sw := &bpav1.Software{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
+		Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA, MasterSoftware: []bpav1.SoftwareItem{{Name: "jq"}}}}
+	for aptKey, want := range map[string]string{key.String(): "", "": "spec.aptSource: BPAPolicy default gives artifact server https://artifacts:8443 no aptKey"} {
+		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
+			ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca, AptKey: aptKey}}}}
+		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sw, pol, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
+		dir := t.TempDir()
+		err := options{namespace: "ns", software: "s1", outputDir: dir}.run(context.Background(), c)
+		if want != "" {
+			require.ErrorContains(t, err, want)
+			continue
+		}
+		require.NoError(t, err)
+		read := func(name string) string {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err, name)
+			return string(b)
+		}
+		assert.Equal(t, "https://artifacts:8443", read("apt-url"))
+		assert.Equal(t, ca, read("artifacts-ca"))
+		assert.Contains(t, read("apt-key"), "-----BEGIN PGP PUBLIC KEY BLOCK-----")
+		for _, name := range translator.SoftwareParameterNames() {
+			read(name)
+		}
 	}
 }
