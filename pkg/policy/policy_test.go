@@ -4,17 +4,17 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 )
 
 func prov(ns string, mutate func(*bpav1.ProvisioningSpec)) *bpav1.Provisioning {
@@ -109,16 +109,12 @@ func TestAptRepo(t *testing.T) {
 	ts := httptest.NewTLSServer(http.NotFoundHandler())
 	defer ts.Close()
 	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
-	e, err := openpgp.NewEntity("bpa test", "", "bpa@example.org", nil)
+	_, public := artifactstest.AptKey(t)
+	key, err := os.ReadFile(public)
 	require.NoError(t, err)
-	var key strings.Builder
-	w, err := armor.Encode(&key, openpgp.PublicKeyType, nil)
-	require.NoError(t, err)
-	require.NoError(t, e.Serialize(w))
-	require.NoError(t, w.Close())
 	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
 		{URL: "https://nokey:8443", CABundle: ca},
-		{URL: "https://artifacts:8443", CABundle: ca, AptKey: key.String()},
+		{URL: "https://artifacts:8443", CABundle: ca, AptKey: string(key)},
 		{URL: "https://badkey:8443", CABundle: ca, AptKey: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n"},
 	}}}
 	sw := &bpav1.Software{Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA}}

@@ -7,12 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -134,19 +132,15 @@ func TestLookupWritesTheSoftwaresAptRepo(t *testing.T) {
 	ts := httptest.NewTLSServer(http.NotFoundHandler())
 	defer ts.Close()
 	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
-	e, err := openpgp.NewEntity("bpa test", "", "bpa@example.org", nil)
+	_, public := artifactstest.AptKey(t)
+	key, err := os.ReadFile(public)
 	require.NoError(t, err)
-	var key strings.Builder
-	w, err := armor.Encode(&key, openpgp.PublicKeyType, nil)
-	require.NoError(t, err)
-	require.NoError(t, e.Serialize(w))
-	require.NoError(t, w.Close())
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
 		Spec:   bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: "https://artifacts:8443"}},
 		Status: bpav1.ProvisioningStatus{RunStatus: bpav1.RunStatus{Phase: bpav1.PhaseSucceeded}}}
 	sw := &bpav1.Software{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
 		Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA, MasterSoftware: []bpav1.SoftwareItem{{Name: "jq"}}}}
-	for aptKey, want := range map[string]string{key.String(): "", "": "spec.aptSource: BPAPolicy default gives artifact server https://artifacts:8443 no aptKey"} {
+	for aptKey, want := range map[string]string{string(key): "", "": "spec.aptSource: BPAPolicy default gives artifact server https://artifacts:8443 no aptKey"} {
 		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
 			ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca, AptKey: aptKey}}}}
 		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sw, pol, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
