@@ -3,6 +3,7 @@ package nodetrust
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"regexp"
@@ -97,11 +98,7 @@ func InstallAptSource(ctx context.Context, c *sshexec.Client, key []byte, server
 }
 
 // InstallCAOn is Install for one host c is connected to; it says whether it changed anything.
-func InstallCAOn(ctx context.Context, c *sshexec.Client, bundle []byte) (bool, error) {
-	certs, err := Parse(bundle)
-	if err != nil {
-		return false, err
-	}
+func InstallCAOn(ctx context.Context, c *sshexec.Client, certs []*x509.Certificate) (bool, error) {
 	res, err := installCA(ctx, c, strings.TrimSuffix(string(Encode(certs)), "\n"))
 	return res == "changed", err
 }

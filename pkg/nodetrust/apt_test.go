@@ -139,7 +139,9 @@ func TestAptSourceOnRealHost(t *testing.T) {
 	install := func(cl *sshexec.Client, key *openpgp.Entity) bool {
 		k, err := nodetrust.ParseAptKey(armored(t, key, false))
 		require.NoError(t, err)
-		_, err = nodetrust.InstallCAOn(ctx, cl, ca)
+		certs, err := nodetrust.Parse(ca)
+		require.NoError(t, err)
+		_, err = nodetrust.InstallCAOn(ctx, cl, certs)
 		require.NoError(t, err)
 		changed, err := nodetrust.InstallAptSource(ctx, cl, k, server)
 		require.NoError(t, err)

@@ -23,6 +23,7 @@ package installsoftware
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,16 +107,16 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 		return err
 	}
 	who := fmt.Sprintf("%s (%s)", node.Name, node.IP)
-	var aptKey []byte
+	var repo aptRepo
 	if o.aptURL != "" {
-		if aptKey, err = nodetrust.ParseAptKey([]byte(o.aptKey)); err != nil {
+		if repo.key, err = nodetrust.ParseAptKey([]byte(o.aptKey)); err != nil {
 			return fmt.Errorf("--apt-key: %w", err)
 		}
 		if _, err := nodetrust.AptSource(o.aptURL); err != nil {
 			return fmt.Errorf("--apt-url: %w", err)
 		}
 		if o.artifactsCA != "" {
-			if _, err := nodetrust.Parse([]byte(o.artifactsCA)); err != nil {
+			if repo.certs, err = nodetrust.Parse([]byte(o.artifactsCA)); err != nil {
 				return fmt.Errorf("--artifacts-ca: %w", err)
 			}
 		}
@@ -158,7 +159,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	}
 	if argv := before.Update(); argv != nil {
 		if o.aptURL != "" {
-			if err := o.addAptSource(ctx, client, aptKey, who); err != nil {
+			if err := o.addAptSource(ctx, client, repo, who); err != nil {
 				return err
 			}
 		}
@@ -186,11 +187,17 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	return nil
 }
 
+// aptRepo is --apt-key and --artifacts-ca as parsed before anything else runs.
+type aptRepo struct {
+	key   []byte
+	certs []*x509.Certificate
+}
+
 // addAptSource puts the artifact server's CA, the repository's key and its source on the
 // host, before the apt-get update that reads them.
-func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, key []byte, who string) error {
-	if o.artifactsCA != "" {
-		changed, err := nodetrust.InstallCAOn(ctx, client, []byte(o.artifactsCA))
+func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, repo aptRepo, who string) error {
+	if len(repo.certs) > 0 {
+		changed, err := nodetrust.InstallCAOn(ctx, client, repo.certs)
 		if err != nil {
 			return fmt.Errorf("%s: installing the artifact server's CA: %w", who, err)
 		}
@@ -198,7 +205,7 @@ func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, key 
 			o.logf("%s: artifact server CA installed (%s and the OS trust store)", who, nodetrust.Path)
 		}
 	}
-	changed, err := nodetrust.InstallAptSource(ctx, client, key, o.aptURL)
+	changed, err := nodetrust.InstallAptSource(ctx, client, repo.key, o.aptURL)
 	if err != nil {
 		return fmt.Errorf("%s: adding the apt repository of %s: %w", who, o.aptURL, err)
 	}
