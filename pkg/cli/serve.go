@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -56,11 +57,7 @@ func init() {
 				if opts.Status, err = client.New(cfg, client.Options{Scheme: controller.Scheme()}); err != nil {
 					return err
 				}
-				if _, err := os.Stat(opts.AptSigningKey); opts.AptSigningKey != "" && errors.Is(err, fs.ErrNotExist) {
-					// config/serve mounts the key from an optional Secret: no Secret, no repository.
-					fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: %s does not exist, the apt repository is off\n", opts.AptSigningKey)
-					opts.AptSigningKey = ""
-				}
+				opts.AptSigningKey = aptSigningKey(opts.AptSigningKey, cmd.ErrOrStderr())
 				h, err := artifacts.NewServer(ctx, opts)
 				if err != nil {
 					return err
@@ -98,6 +95,19 @@ func init() {
 		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
 		return cmd
 	})
+}
+
+// aptSigningKey is the --apt-signing-key file to sign /apt/ with, or "" (the repository off)
+// when the file does not exist: config/serve mounts it from an optional Secret, so no
+// Secret means no repository, said once on stderr. Any other problem with the file is kept
+// for artifacts.NewServer to refuse, so a key that is there but unreadable or malformed
+// stops the server instead of quietly turning the repository off.
+func aptSigningKey(path string, stderr io.Writer) string {
+	if _, err := os.Stat(path); path != "" && errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "bpa serve: %s does not exist, the apt repository is off\n", path)
+		return ""
+	}
+	return path
 }
 
 // reloading serves the key pair in certFile and keyFile, read again when the certificate
