@@ -30,8 +30,8 @@ func poolCluster(replicas int32) *bpav1.Provisioning {
 }
 
 // appliedCluster is the status.applied of a poolCluster(replicas) that this release built:
-// every desired node on a host of its own.
-func appliedCluster(b *testing.B, replicas int32) *bpav1.AppliedState {
+// every desired node on a host of its own, a node the spec pins by MAC on that host.
+func appliedCluster(b testing.TB, replicas int32) *bpav1.AppliedState {
 	p := poolCluster(replicas)
 	nodes, err := hostmatch.Desired(p)
 	require.NoError(b, err)
@@ -39,21 +39,64 @@ func appliedCluster(b *testing.B, replicas int32) *bpav1.AppliedState {
 	require.NoError(b, err)
 	applied := &bpav1.AppliedState{KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings, Generation: 1}
 	for i, n := range nodes {
+		mac := n.MAC
+		if mac == "" {
+			mac = fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff)
+		}
 		applied.Hosts = append(applied.Hosts, bpav1.HostStatus{Name: n.Name, Roles: n.Roles(), Etcd: n.Etcd,
-			MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff), IP: fmt.Sprintf("10.0.%d.%d", i>>8, i&0xff), BareMetalHost: fmt.Sprintf("bmh-%04d", i)})
+			MAC: mac, IP: fmt.Sprintf("10.0.%d.%d", i>>8, i&0xff), BareMetalHost: fmt.Sprintf("bmh-%04d", i)})
 	}
 	return applied
 }
 
-// benchPlanAndTranslate times PlanChange alone, and translator.Provisioning, which plans
-// and translates as the controller's reconcile does, for p; it checks once that the plan
-// is the one named.
-func benchPlanAndTranslate(b *testing.B, p *bpav1.Provisioning, step string, nodes int) {
+// thousandNodeChanges are the benchmarks' three clusters: each a Provisioning and the one
+// step, on how many nodes, its plan must be.
+var thousandNodeChanges = []struct {
+	name  string
+	p     func(testing.TB) *bpav1.Provisioning
+	step  string
+	nodes int
+}{
+	// First creation, 15 masters and 1,000 pool workers.
+	{"create", func(testing.TB) *bpav1.Provisioning { return poolCluster(1000) }, translator.StepCreate, 0},
+	// Day 2, 990 pool members applied, the spec asks for 1,000.
+	{"scale-up", func(tb testing.TB) *bpav1.Provisioning {
+		p := poolCluster(1000)
+		p.Status.Applied = appliedCluster(tb, 990)
+		return p
+	}, translator.StepScaleWorkers, 10},
+	// Day 2, 1,000 pool members applied, the spec asks for 990.
+	{"removal", func(tb testing.TB) *bpav1.Provisioning {
+		p := poolCluster(990)
+		p.Status.Applied = appliedCluster(tb, 1000)
+		return p
+	}, translator.StepRemoveWorkers, 10},
+}
+
+// The benchmarks' clusters plan what they are meant to time. make test runs no benchmark,
+// so without this a fixture the planner has come to refuse (as it did when a node's host
+// became pinned by MAC) breaks only make bench.
+func TestThousandNodeChangesPlanAsBenchmarked(t *testing.T) {
+	for _, c := range thousandNodeChanges {
+		t.Run(c.name, func(t *testing.T) { requirePlan(t, c.p(t), c.step, c.nodes) })
+	}
+}
+
+// requirePlan checks that p's plan is the one step named, on nodes nodes.
+func requirePlan(tb testing.TB, p *bpav1.Provisioning, step string, nodes int) {
 	c, err := translator.PlanChange(p)
-	require.NoError(b, err)
-	require.Len(b, c.Steps, 1)
-	require.Equal(b, step, c.Steps[0].Name)
-	require.Len(b, c.Steps[0].Nodes, nodes)
+	require.NoError(tb, err)
+	require.Len(tb, c.Steps, 1)
+	require.Equal(tb, step, c.Steps[0].Name)
+	require.Len(tb, c.Steps[0].Nodes, nodes)
+}
+
+// benchPlanAndTranslate times PlanChange alone, and translator.Provisioning, which plans
+// and translates as the controller's reconcile does, for the i-th of thousandNodeChanges.
+func benchPlanAndTranslate(b *testing.B, i int) {
+	c := thousandNodeChanges[i]
+	p := c.p(b)
+	requirePlan(b, p, c.step, c.nodes)
 	b.Run("plan", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -73,20 +116,10 @@ func benchPlanAndTranslate(b *testing.B, p *bpav1.Provisioning, step string, nod
 }
 
 // BenchmarkPlan1000Create: first creation, 15 masters and 1,000 pool workers.
-func BenchmarkPlan1000Create(b *testing.B) {
-	benchPlanAndTranslate(b, poolCluster(1000), translator.StepCreate, 0)
-}
+func BenchmarkPlan1000Create(b *testing.B) { benchPlanAndTranslate(b, 0) }
 
 // BenchmarkPlan1000ScaleUp: day 2, 990 pool members applied, the spec asks for 1,000.
-func BenchmarkPlan1000ScaleUp(b *testing.B) {
-	p := poolCluster(1000)
-	p.Status.Applied = appliedCluster(b, 990)
-	benchPlanAndTranslate(b, p, translator.StepScaleWorkers, 10)
-}
+func BenchmarkPlan1000ScaleUp(b *testing.B) { benchPlanAndTranslate(b, 1) }
 
 // BenchmarkPlan1000Removal: day 2, 1,000 pool members applied, the spec asks for 990.
-func BenchmarkPlan1000Removal(b *testing.B) {
-	p := poolCluster(990)
-	p.Status.Applied = appliedCluster(b, 1000)
-	benchPlanAndTranslate(b, p, translator.StepRemoveWorkers, 10)
-}
+func BenchmarkPlan1000Removal(b *testing.B) { benchPlanAndTranslate(b, 2) }
