@@ -10,8 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
@@ -27,11 +30,31 @@ func SetupCluster(mgr ctrl.Manager) error {
 	r := &ClusterReconciler{Client: mgr.GetClient()}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&bpav1.Cluster{}).
-		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(r.clustersNaming)).
-		Watches(&bpav1.Software{}, handler.EnqueueRequestsFromMapFunc(r.clustersNaming)).
+		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(r.clustersNaming), builder.WithPredicates(summaryChanged)).
+		Watches(&bpav1.Software{}, handler.EnqueueRequestsFromMapFunc(r.clustersNaming), builder.WithPredicates(summaryChanged)).
 		Named("cluster").
 		Complete(r)
 }
+
+// summaryChanged passes the updates of a Provisioning or Software that change what a
+// Cluster's aggregate reads of it: its phase (none counting as Pending) and its kubeconfig
+// Secret. A run's status is written many times per phase (each step's progress), and the
+// Cluster index lookups would otherwise run for every write, for the old object and the
+// new one alike.
+var summaryChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	summary := func(o client.Object) (bpav1.RunPhase, string) {
+		switch o := o.(type) {
+		case *bpav1.Provisioning:
+			return orPending(o.Status.Phase), o.Status.KubeconfigSecretName
+		case *bpav1.Software:
+			return orPending(o.Status.Phase), ""
+		}
+		return "", ""
+	}
+	oldPhase, oldSecret := summary(e.ObjectOld)
+	newPhase, newSecret := summary(e.ObjectNew)
+	return oldPhase != newPhase || oldSecret != newSecret
+}}
 
 func (r *ClusterReconciler) clustersNaming(ctx context.Context, o client.Object) []ctrl.Request {
 	kind := "Software"

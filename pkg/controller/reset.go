@@ -208,7 +208,7 @@ func argoGone(err error) bool {
 
 // reportDeleting writes the waiting state, and an event when it changed.
 func (r *runReconciler) reportDeleting(ctx context.Context, before, after *bpav1.Provisioning) error {
-	if err := r.patchStatus(ctx, before, after); err != nil {
+	if err := r.writeStatus(ctx, before, after); err != nil {
 		return err
 	}
 	was := meta.FindStatusCondition(before.Status.Conditions, ConditionDeleting)

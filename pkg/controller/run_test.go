@@ -431,3 +431,33 @@ func TestDeletionSparesAStagingSecretItDoesNotOwn(t *testing.T) {
 		})
 	}
 }
+
+// A reconcile that started from a stale copy (the cache lags a newer status write) must
+// not overwrite the newer status: its write fails with a conflict, and the retry sees
+// the truth.
+func TestStatusWriteFromAStaleCopyConflicts(t *testing.T) {
+	var stale *bpav1.Provisioning
+	r, c, _ := newTestReconcilerWith(interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if p, ok := obj.(*bpav1.Provisioning); ok && stale != nil {
+				stale.DeepCopyInto(p)
+				return nil
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	}, newProvisioning())
+	p := reconcile(t, r)
+	stale = p.DeepCopy()
+	stale.Status = bpav1.ProvisioningStatus{} // as the cache had it before the first status write
+	newer := p.DeepCopy()
+	newer.Status.Message = "written by a newer reconcile"
+	require.NoError(t, c.Status().Update(context.Background(), newer))
+
+	_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+	require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+	stale = nil
+	got := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, got))
+	assert.Equal(t, "written by a newer reconcile", got.Status.Message)
+	assert.Len(t, workflows(t, c), 1, "the run was adopted, not started again")
+}

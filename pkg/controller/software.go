@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -94,13 +95,28 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 		b = b.Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.SoftwareNameLabel)), builder.WithPredicates(notCreatedByUs))
 	}
 	return b.
-		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares)).
+		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares), builder.WithPredicates(gateChanged)).
 		Watches(&bpav1.BPAPolicy{}, handler.EnqueueRequestsFromMapFunc(allOf(c, &bpav1.SoftwareList{}))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), "-configmap") }))).
 		Named("software").
 		Complete(r)
 }
+
+// gateChanged passes the updates of a Provisioning that change what its cluster's Software
+// reads of it: whether it succeeded and is not being deleted (provisioningSucceeded), its
+// spec (the artifact server, policy.SoftwareAptRepo) and its cluster label. Status writes
+// within a run change none of these, and the Software index lookups would otherwise run
+// for each, for the old object and the new one alike.
+var gateChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	succeeded := func(o client.Object) bool {
+		p, ok := o.(*bpav1.Provisioning)
+		return ok && p.Status.Phase == bpav1.PhaseSucceeded && p.DeletionTimestamp.IsZero()
+	}
+	return succeeded(e.ObjectOld) != succeeded(e.ObjectNew) ||
+		e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+		e.ObjectOld.GetLabels()[bpav1.ClusterLabel] != e.ObjectNew.GetLabels()[bpav1.ClusterLabel]
+}}
 
 func softwaresOfCluster(ctx context.Context, c client.Client, ns, cluster string) []ctrl.Request {
 	if cluster == "" {

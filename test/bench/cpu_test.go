@@ -2,12 +2,19 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // cpuMeter reads how much CPU the rig's processes (kube-apiserver, etcd) and this test
@@ -55,4 +62,49 @@ func processCPU(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+// phaseProfile, when set, is where a benchmark that supports it writes a CPU profile of
+// this process (the in-process controller) over its timed phase only: a whole-binary
+// -cpuprofile is mostly the rig's set-up. The kube-apiserver's profile of the same phase
+// goes beside it (.apiserver), taken for -phase-seconds from the phase's start: its
+// profiling endpoint wants the length up front.
+var (
+	phaseProfile = flag.String("phase-cpuprofile", "", "write CPU profiles of this process and of the kube-apiserver over the timed phase to this file and FILE.apiserver")
+	phaseSeconds = flag.Int("phase-seconds", 5, "with -phase-cpuprofile, how long to profile the kube-apiserver for")
+)
+
+// startPhaseProfile starts those profiles, if asked for, and returns what stops them.
+func startPhaseProfile(b testing.TB, e *env) (stop func()) {
+	b.Helper()
+	if *phaseProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(*phaseProfile)
+	must(b, err, "phase profile")
+	must(b, pprof.StartCPUProfile(f), "starting the phase profile")
+	rc, err := rest.RESTClientFor(withCodec(e.cfg))
+	must(b, err, "apiserver profile client")
+	apiserver := make(chan error, 1)
+	go func() {
+		data, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(*phaseSeconds)).
+			Timeout(time.Duration(*phaseSeconds+30) * time.Second).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(*phaseProfile+".apiserver", data, 0o644)
+		}
+		apiserver <- err
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		must(b, f.Close(), "writing the phase profile")
+		must(b, <-apiserver, "the kube-apiserver's profile")
+	}
+}
+
+// withCodec is cfg as a plain REST client needs it.
+func withCodec(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
 }
