@@ -63,6 +63,7 @@ func BenchmarkCreate500Workflows(b *testing.B) {
 		floor, cpu := floorCreates(b, e, meter, n)
 		floors, floorCPU = append(floors, floor.Seconds()), append(floorCPU, cpu)
 		var w, bpa, ev time.Duration
+		var bpaRoundCPU cpuSample
 		writesRun := func() {
 			ns := e.namespace(b, "writes")
 			crs := e.createProvisionings(b, ns, n)
@@ -70,7 +71,7 @@ func BenchmarkCreate500Workflows(b *testing.B) {
 			_, w = runStartWrites(b, e, meter, ns, crs, false)
 			writesCPU = append(writesCPU, meter.sample(b).sub(cpu0))
 		}
-		bpaRun := func() { bpa, ev, cpu = bpaCreates(b, e, meter, n) }
+		bpaRun := func() { bpa, ev, bpaRoundCPU = bpaCreates(b, e, meter, n) }
 		if round%2 == 0 {
 			writesRun()
 			bpaRun()
@@ -79,7 +80,7 @@ func BenchmarkCreate500Workflows(b *testing.B) {
 			writesRun()
 		}
 		writes, bpas, events = append(writes, w.Seconds()), append(bpas, bpa.Seconds()), append(events, ev.Seconds())
-		bpaCPU = append(bpaCPU, cpu)
+		bpaCPU = append(bpaCPU, bpaRoundCPU)
 		overWrites, overFloor = append(overWrites, bpa.Seconds()/w.Seconds()), append(overFloor, bpa.Seconds()/floor.Seconds())
 		b.Logf("round %d: floor %.2f s, writes %.2f s, bpa %.2f s: bpa/writes %.2f, bpa/floor %.2f",
 			round+1, floor.Seconds(), w.Seconds(), bpa.Seconds(), overWrites[round], overFloor[round])
