@@ -70,7 +70,7 @@ func processCPU(pid int) (time.Duration, error) {
 // goes beside it (.apiserver), taken for -phase-seconds from the phase's start: its
 // profiling endpoint wants the length up front.
 var (
-	phaseProfile = flag.String("phase-cpuprofile", "", "write CPU profiles of this process and of the kube-apiserver over the timed phase to this file and FILE.apiserver")
+	phaseProfile = flag.String("phase-cpuprofile", "", "write CPU profiles of this process and of the kube-apiserver over the timed phase (the last one, where a benchmark has several) to this file and FILE.apiserver")
 	phaseSeconds = flag.Int("phase-seconds", 5, "with -phase-cpuprofile, how long to profile the kube-apiserver for")
 )
 

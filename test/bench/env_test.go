@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -337,9 +338,10 @@ func memory(pid int) (rss, anon, peak float64, err error) {
 }
 
 // percentile is the nearest-rank p-th percentile (0 < p <= 100) of samples, which it sorts.
-func percentile(samples []time.Duration, p float64) time.Duration {
+func percentile[T cmp.Ordered](samples []T, p float64) T {
 	if len(samples) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	slices.Sort(samples)
 	rank := int(math.Ceil(p / 100 * float64(len(samples))))
