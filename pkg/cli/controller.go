@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -45,9 +44,9 @@ func init() {
 					cfg.QPS, cfg.Burst = qps, burst
 				}
 				err = controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
-				if errors.Is(err, controller.ErrArgoInstalled) {
+				if controller.ErrRestart(err) {
 					// Not a failure: the Deployment starts the controller again, now
-					// watching Workflows.
+					// watching Workflows, or no longer.
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					return nil
 				}

@@ -20,10 +20,30 @@ import (
 // ArgoUnavailable), a CR that needs a run is Stalled with ArgoUnavailable, and the
 // controller looks for Argo every ArgoPollInterval. Once Argo is served it stops with
 // ErrArgoInstalled, and its Deployment starts it again, this time watching Workflows.
+//
+// The other way round, a controller that started with Argo looks just as often for Argo
+// being gone. Deleting Argo's CRD deletes every Workflow with it. A controller that sees
+// those deletions reports each run deleted; one that was down at the time, or whose watch
+// ended first, would show a run in flight as Running for ever, and its Workflow informer
+// would fail on every relist. So once the Workflow kind is no longer served the controller
+// stops with ErrArgoRemoved and starts again without Workflow watches, where a run that its
+// CR shows in flight, or shows deleted, is reported gone with Argo, with what to do
+// (reconcileRun).
 
 // ErrArgoInstalled ends a controller that started without Argo once the Workflow kind is
 // served, so that it restarts with Workflow watches.
 var ErrArgoInstalled = errors.New("Argo Workflows is now installed (the Workflow kind is served): restarting to watch Workflows")
+
+// ErrArgoRemoved ends a controller that started with Argo once the Workflow kind is no
+// longer served, so that it restarts without Workflow watches and reports the runs that
+// were lost with Argo's Workflows.
+var ErrArgoRemoved = errors.New("Argo Workflows was uninstalled (the Workflow kind is no longer served): restarting without Workflow watches")
+
+// ErrRestart says whether err only asks the controller to start again, now watching what
+// is served: ErrArgoInstalled or ErrArgoRemoved.
+func ErrRestart(err error) bool {
+	return errors.Is(err, ErrArgoInstalled) || errors.Is(err, ErrArgoRemoved)
+}
 
 // defaultArgoPollInterval is how often a controller started without Argo looks for it.
 const defaultArgoPollInterval = 30 * time.Second
@@ -46,11 +66,13 @@ func workflowsServed(d discovery.DiscoveryInterface) (bool, error) {
 	return false, nil
 }
 
-// argoWatch is the runnable of a controller started without Argo: it returns
-// ErrArgoInstalled, which stops the manager, once Workflows are served.
+// argoWatch stops the manager when Argo is installed or uninstalled under it: it returns
+// ErrArgoInstalled once Workflows are served if they were not at start (wasServed), and
+// ErrArgoRemoved once they are not if they were. A failed look changes nothing.
 type argoWatch struct {
-	disc  discovery.DiscoveryInterface
-	every time.Duration
+	served    func() (bool, error)
+	wasServed bool
+	every     time.Duration
 }
 
 // NeedLeaderElection is false: every replica must restart, not only the leader.
@@ -64,10 +86,16 @@ func (w *argoWatch) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if ok, err := workflowsServed(w.disc); err == nil && ok {
+			ok, err := w.served()
+			if err != nil || ok == w.wasServed {
+				continue
+			}
+			if ok {
 				ctrl.Log.Info(ErrArgoInstalled.Error())
 				return ErrArgoInstalled
 			}
+			ctrl.Log.Info(ErrArgoRemoved.Error())
+			return ErrArgoRemoved
 		}
 	}
 }

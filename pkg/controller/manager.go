@@ -54,8 +54,8 @@ type Options struct {
 	SkipNameValidation bool
 	// Translator options (service account of the step pods).
 	Translator translator.Options
-	// ArgoPollInterval is how often a controller started without Argo Workflows looks for
-	// it (see argo.go); 0 means 30 s.
+	// ArgoPollInterval is how often the controller looks for Argo Workflows being installed
+	// or uninstalled under it (see argo.go); 0 means 30 s.
 	ArgoPollInterval time.Duration
 }
 
@@ -236,15 +236,16 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	every := opts.ArgoPollInterval
+	if every == 0 {
+		every = defaultArgoPollInterval
+	}
 	if !argo {
-		every := opts.ArgoPollInterval
-		if every == 0 {
-			every = defaultArgoPollInterval
-		}
 		ctrl.Log.Info("Argo Workflows is not installed (the Workflow kind argoproj.io/v1alpha1 is not served): starting without Workflow watches; runs wait with ArgoUnavailable, and the controller restarts once Argo is served", "pollInterval", every)
-		if err := mgr.Add(&argoWatch{disc: disc, every: every}); err != nil {
-			return nil, err
-		}
+	}
+	served := func() (bool, error) { return workflowsServed(disc) }
+	if err := mgr.Add(&argoWatch{served: served, wasServed: argo, every: every}); err != nil {
+		return nil, err
 	}
 	if err := setupIndexes(context.Background(), mgr, argo); err != nil {
 		return nil, fmt.Errorf("cache indexes: %w", err)

@@ -180,7 +180,14 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 	wfs, err := r.workflows(ctx, obj)
 	if argoGone(err) {
 		// Argo is not installed (argo.go). A CR with nothing to run keeps its status: the
-		// cluster is as the last run left it. One that needs a run says why it waits.
+		// cluster is as the last run left it. A run it shows in flight was deleted with
+		// Argo's CRD, and a run already reported deleted cannot be run again until Argo is
+		// back: both say so. One that needs a run says why it waits.
+		if ready := meta.FindStatusCondition(st.Conditions, bpav1.ConditionReady); st.Workflow != nil &&
+			(!isTerminal(st.Phase) || (ready != nil && ready.Reason == ReasonWorkflowDeleted)) {
+			r.workflowGone(obj, ReasonArgoUnavailable, fmt.Sprintf("Workflow %s is gone and Argo Workflows is not installed (the Workflow kind %s is not served); install Argo Workflows, then set the %s annotation to a new value to run again",
+				st.Workflow.Name, wfv1.SchemeGroupVersion, bpav1.RerunAnnotation))
+		}
 		if needRun {
 			argoUnavailable(st, gen, res)
 		}
@@ -211,7 +218,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 			if err != nil || !gone {
 				return err // the cache lags: the Workflow's own event brings us back
 			}
-			r.workflowGone(obj)
+			r.workflowGone(obj, ReasonWorkflowDeleted, fmt.Sprintf("Workflow %s was deleted; set the %s annotation to a new value to run again", st.Workflow.Name, bpav1.RerunAnnotation))
 		}
 		return nil
 	}
@@ -415,11 +422,11 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 
 }
 
-// workflowGone reports a Workflow that disappeared (deleted by hand, or by its TTL) without
-// starting another: a new run needs a new generation or a rerun request.
-func (r *runReconciler) workflowGone(obj runObject) {
+// workflowGone reports a Workflow that disappeared (deleted by hand, by its TTL, or with
+// Argo's CRD) without starting another: a new run needs a new generation or a rerun
+// request. msg says so; reason is the conditions' reason.
+func (r *runReconciler) workflowGone(obj runObject, reason, msg string) {
 	st := obj.GetRunStatus()
-	msg := fmt.Sprintf("Workflow %s was deleted; set the %s annotation to a new value to run again", st.Workflow.Name, bpav1.RerunAnnotation)
 	if !isTerminal(st.Phase) {
 		st.Phase = bpav1.PhaseError
 	}
@@ -430,7 +437,7 @@ func (r *runReconciler) workflowGone(obj runObject) {
 		return
 	}
 	st.Message = msg
-	setRunConditions(st, obj.GetGeneration(), ReasonWorkflowDeleted, msg)
+	setRunConditions(st, obj.GetGeneration(), reason, msg)
 }
 
 // unfinished returns a Workflow other than name that is still running, if any. name is the

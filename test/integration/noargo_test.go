@@ -8,6 +8,7 @@ import (
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,4 +72,56 @@ func TestControllerStartsWithoutArgo(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the controller did not notice Argo")
 	}
+}
+
+// TestControllerNoticesArgoUninstalled uninstalls Argo under a controller that started with
+// it, while a run is in flight. Deleting Argo's CRDs deletes every Workflow. A controller
+// that saw those deletions reported the run deleted, to be run again with the rerun
+// annotation (which cannot work without Argo); one that missed them (down at the time, or
+// its watch ended first) showed the run Pending or Running for ever; either kept running
+// with a Workflow informer failing on every relist. Now the controller stops with
+// ErrArgoRemoved; started again (as its Deployment does) it runs without Workflow watches,
+// and the CR says that its run is gone with Argo, and how to run again.
+func TestControllerNoticesArgoUninstalled(t *testing.T) {
+	ctx, r, c, _, stopped := controllerOnRig(t, rig.Options{MinimalArgoCRDs: true}, controller.Options{ArgoPollInterval: time.Second})
+	ns := r.Namespace
+	get := func() *bpav1.Provisioning { return getProvisioning(ctx, t, c, ns, "inflight") }
+
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-ssh",
+		Labels: map[string]string{bpav1.ClusterNameLabel: "c1"}}}))
+	require.NoError(t, c.Create(ctx, &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inflight", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
+		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}}}))
+	eventually(t, "the run started", func() bool { p := get(); return p.Status.Workflow != nil && p.Status.Phase == bpav1.PhasePending })
+	wf := get().Status.Workflow.Name
+
+	require.NoError(t, r.UninstallArgoCRDs(ctx))
+	select {
+	case err := <-stopped:
+		assert.True(t, errors.Is(err, controller.ErrArgoRemoved), "stopped with %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the controller did not notice that Argo was uninstalled")
+	}
+
+	startController(ctx, t, r, controller.Options{ArgoPollInterval: time.Second})
+	eventually(t, "the run reported gone with Argo", func() bool {
+		ready := meta.FindStatusCondition(get().Status.Conditions, bpav1.ConditionReady)
+		return ready != nil && ready.Reason == controller.ReasonArgoUnavailable
+	})
+	p := get()
+	assert.Equal(t, bpav1.PhaseError, p.Status.Phase)
+	assert.Equal(t, wf, p.Status.Workflow.Name)
+	assert.Contains(t, p.Status.Message, "Workflow "+wf+" is gone and Argo Workflows is not installed")
+	stalled := meta.FindStatusCondition(p.Status.Conditions, bpav1.ConditionStalled)
+	require.NotNil(t, stalled)
+	assert.Equal(t, controller.ReasonArgoUnavailable, stalled.Reason)
+	eventually(t, "a RunError Event", func() bool {
+		events := &corev1.EventList{}
+		require.NoError(t, c.List(ctx, events, client.InNamespace(ns)))
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "inflight" && e.Reason == "RunError" {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -34,6 +34,13 @@ func controllerOnRig(t *testing.T, ro rig.Options, opts controller.Options) (ctx
 	require.NoError(t, err)
 
 	ctrl.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
+	stop, stopped = startController(ctx, t, r, opts)
+	return ctx, r, c, stop, stopped
+}
+
+// startController starts a controller (opts, watching the rig's namespace) on r, as its
+// Deployment starts one (again).
+func startController(ctx context.Context, t *testing.T, r *rig.Rig, opts controller.Options) (stop func(), stopped <-chan error) {
 	opts.Namespaces, opts.MetricsAddr, opts.ProbeAddr, opts.SkipNameValidation = []string{r.Namespace}, "0", "0", true
 	mgr, err := controller.NewManager(r.RESTConfig, opts)
 	require.NoError(t, err, "building the controller")
@@ -41,7 +48,7 @@ func controllerOnRig(t *testing.T, ro rig.Options, opts controller.Options) (ctx
 	t.Cleanup(stop)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	return ctx, r, c, stop, done
+	return stop, done
 }
 
 // getProvisioning reads a Provisioning, nil once it is gone.

@@ -84,6 +84,41 @@ func (r *Rig) InstallArgoCRDs(ctx context.Context, minimal bool) error {
 	})
 }
 
+// UninstallArgoCRDs deletes Argo's CRDs from a running rig, as an admin uninstalling Argo
+// would (every Workflow goes with its CRD), and waits until they are gone.
+func (r *Rig) UninstallArgoCRDs(ctx context.Context) error {
+	c, err := apiextensions.NewForConfig(r.RESTConfig)
+	if err != nil {
+		return err
+	}
+	argoCRDs := func(ctx context.Context) ([]string, error) {
+		list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, crd := range list.Items {
+			if crd.Spec.Group == "argoproj.io" {
+				names = append(names, crd.Name)
+			}
+		}
+		return names, nil
+	}
+	names, err := argoCRDs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := c.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete CRD %s: %w", n, err)
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		left, err := argoCRDs(ctx)
+		return len(left) == 0, err
+	})
+}
+
 func createCRD(ctx context.Context, c apiextensions.Interface, file string) (string, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
