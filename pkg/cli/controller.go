@@ -44,7 +44,7 @@ func init() {
 					cfg.QPS, cfg.Burst = qps, burst
 				}
 				err = controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
-				if controller.ErrRestart(err) {
+				if controller.IsRestart(err) {
 					// Not a failure: the Deployment starts the controller again, now
 					// watching Workflows, or no longer.
 					fmt.Fprintln(cmd.ErrOrStderr(), err)

@@ -39,14 +39,18 @@ var ErrArgoInstalled = errors.New("Argo Workflows is now installed (the Workflow
 // were lost with Argo's Workflows.
 var ErrArgoRemoved = errors.New("Argo Workflows was uninstalled (the Workflow kind is no longer served): restarting without Workflow watches")
 
-// ErrRestart says whether err only asks the controller to start again, now watching what
+// IsRestart says whether err only asks the controller to start again, now watching what
 // is served: ErrArgoInstalled or ErrArgoRemoved.
-func ErrRestart(err error) bool {
+func IsRestart(err error) bool {
 	return errors.Is(err, ErrArgoInstalled) || errors.Is(err, ErrArgoRemoved)
 }
 
-// defaultArgoPollInterval is how often a controller started without Argo looks for it.
+// defaultArgoPollInterval is how often the controller looks for Argo being installed or
+// uninstalled under it.
 const defaultArgoPollInterval = 30 * time.Second
+
+// argoConfirmations is how many looks in a row must see Argo come or go.
+const argoConfirmations = 2
 
 // workflowsServed says whether the apiserver serves Argo's Workflow kind.
 func workflowsServed(d discovery.DiscoveryInterface) (bool, error) {
@@ -68,7 +72,9 @@ func workflowsServed(d discovery.DiscoveryInterface) (bool, error) {
 
 // argoWatch stops the manager when Argo is installed or uninstalled under it: it returns
 // ErrArgoInstalled once Workflows are served if they were not at start (wasServed), and
-// ErrArgoRemoved once they are not if they were. A failed look changes nothing.
+// ErrArgoRemoved once they are not if they were. It believes a change only when
+// argoConfirmations looks in a row see it (a restart with runs reported gone is not to be
+// set off by one odd answer), and a failed look changes nothing.
 type argoWatch struct {
 	served    func() (bool, error)
 	wasServed bool
@@ -81,13 +87,21 @@ func (w *argoWatch) NeedLeaderElection() bool { return false }
 func (w *argoWatch) Start(ctx context.Context) error {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
+	seen := 0 // looks in a row that saw a change
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 			ok, err := w.served()
-			if err != nil || ok == w.wasServed {
+			if err != nil {
+				continue
+			}
+			if ok == w.wasServed {
+				seen = 0
+				continue
+			}
+			if seen++; seen < argoConfirmations {
 				continue
 			}
 			if ok {

@@ -20,9 +20,16 @@ import (
 )
 
 // The controller stops to restart when Argo comes or goes under it, in either direction,
-// and only then: a look that fails, or that finds what the controller started with,
-// changes nothing.
+// and only once argoConfirmations looks in a row have seen it: a look that fails (whatever
+// it would say), one that finds what the controller started with, or a single odd answer
+// between two ordinary ones changes nothing.
 func TestArgoWatchStopsWhenArgoComesOrGoes(t *testing.T) {
+	type answer struct {
+		changed bool
+		err     error
+	}
+	failed := errors.New("discovery failed")
+	script := []answer{{false, nil}, {false, nil}, {true, failed}, {true, failed}, {true, nil}, {false, nil}, {true, nil}, {false, nil}}
 	for _, tc := range []struct {
 		name      string
 		wasServed bool
@@ -32,48 +39,31 @@ func TestArgoWatchStopsWhenArgoComesOrGoes(t *testing.T) {
 		{"uninstalled under a controller started with it", true, ErrArgoRemoved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var served atomic.Bool
-			var failing atomic.Bool
-			served.Store(tc.wasServed)
-			looks := make(chan struct{}, 100)
+			// Look i answers script[i]; after the script, Argo has changed for good.
+			var looks atomic.Int64
 			w := &argoWatch{wasServed: tc.wasServed, every: time.Millisecond, served: func() (bool, error) {
-				looks <- struct{}{}
-				if failing.Load() {
-					return !tc.wasServed, errors.New("discovery failed")
+				a := answer{changed: true}
+				if i := looks.Add(1) - 1; i < int64(len(script)) {
+					a = script[i]
 				}
-				return served.Load(), nil
+				return tc.wasServed != a.changed, a.err
 			}}
 			stopped := make(chan error, 1)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() { stopped <- w.Start(ctx) }()
-
-			// Unchanged, then a failed look that would read as changed: it keeps running.
-			for range 3 {
-				<-looks
-			}
-			failing.Store(true)
-			for range 3 {
-				<-looks
-			}
-			select {
-			case err := <-stopped:
-				t.Fatalf("stopped with %v while nothing changed", err)
-			default:
-			}
-
-			failing.Store(false)
-			served.Store(!tc.wasServed)
 			select {
 			case err := <-stopped:
 				assert.ErrorIs(t, err, tc.want)
-				assert.True(t, ErrRestart(err))
+				assert.True(t, IsRestart(err))
+				// The script, then two looks in a row that saw the change.
+				assert.Equal(t, int64(len(script)+argoConfirmations), looks.Load(), "looks before it stopped")
 			case <-time.After(10 * time.Second):
-				t.Fatal("the change was not noticed")
+				t.Fatalf("the change was not noticed (%d looks)", looks.Load())
 			}
 		})
 	}
-	assert.False(t, ErrRestart(errors.New("cache sync timed out")))
+	assert.False(t, IsRestart(errors.New("cache sync timed out")))
 }
 
 // Uninstalling Argo deletes its Workflows with their CRD. A run the status still shows in
@@ -110,6 +100,7 @@ func TestRunInFlightIsLostWithArgo(t *testing.T) {
 			stalled := condition(p, bpav1.ConditionStalled)
 			assert.Equal(t, metav1.ConditionTrue, stalled.Status)
 			assert.Equal(t, ReasonArgoUnavailable, stalled.Reason)
+			assert.NotContains(t, stalled.Message, "argo retry", "nothing is left to retry")
 			assert.Equal(t, ReasonArgoUnavailable, condition(p, bpav1.ConditionReady).Reason)
 			assert.Contains(t, p.Status.Message, "Workflow p-provision-1 is gone and Argo Workflows is not installed")
 			assert.Contains(t, p.Status.Message, "install Argo Workflows, then set the "+bpav1.RerunAnnotation)
@@ -134,6 +125,19 @@ func TestRunInFlightIsLostWithArgo(t *testing.T) {
 		assert.Equal(t, bpav1.PhaseError, p.Status.Phase)
 		assert.Equal(t, ReasonArgoUnavailable, condition(p, bpav1.ConditionStalled).Reason)
 		assert.Contains(t, p.Status.Message, "install Argo Workflows, then set the "+bpav1.RerunAnnotation)
+		assert.Empty(t, rec.Events)
+	})
+
+	// A Software waiting for its cluster is Pending with its last run, which finished: that
+	// run was not lost.
+	t.Run("waiting with a finished run", func(t *testing.T) {
+		waiting := inState(bpav1.PhasePending)
+		finished := metav1.NewTime(started.Add(time.Minute))
+		waiting.Status.FinishedAt = &finished
+		r, _, rec := newTestReconcilerWith(funcs, waiting)
+		p := reconcile(t, r)
+		assert.Equal(t, bpav1.PhasePending, p.Status.Phase)
+		assert.Empty(t, p.Status.Conditions)
 		assert.Empty(t, rec.Events)
 	})
 

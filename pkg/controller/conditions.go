@@ -47,7 +47,11 @@ func setRunConditions(st *bpav1.RunStatus, gen int64, reason, msg string) {
 			reason = ReasonRunFailed
 		}
 		setCondition(c, gen, bpav1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setCondition(c, gen, bpav1.ConditionStalled, metav1.ConditionTrue, reason, msg+"; change the spec or set the "+bpav1.RerunAnnotation+" annotation to run again, or `argo retry` the Workflow")
+		stalled := msg + "; change the spec or set the " + bpav1.RerunAnnotation + " annotation to run again, or `argo retry` the Workflow"
+		if reason == ReasonWorkflowDeleted || reason == ReasonArgoUnavailable {
+			stalled = msg // the Workflow is gone: nothing to retry, and msg says what to do
+		}
+		setCondition(c, gen, bpav1.ConditionStalled, metav1.ConditionTrue, reason, stalled)
 		meta.RemoveStatusCondition(c, bpav1.ConditionReconciling)
 	default:
 		if reason == "" {

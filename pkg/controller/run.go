@@ -180,11 +180,13 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 	wfs, err := r.workflows(ctx, obj)
 	if argoGone(err) {
 		// Argo is not installed (argo.go). A CR with nothing to run keeps its status: the
-		// cluster is as the last run left it. A run it shows in flight was deleted with
-		// Argo's CRD, and a run already reported deleted cannot be run again until Argo is
-		// back: both say so. One that needs a run says why it waits.
+		// cluster is as the last run left it. A run it shows in flight (not finished: a
+		// Software waiting for its cluster is Pending with its last, finished run) was
+		// deleted with Argo's CRD, and a run already reported deleted cannot be run again
+		// until Argo is back: both say so. One that needs a run says why it waits.
+		inFlight := !isTerminal(st.Phase) && st.FinishedAt == nil
 		if ready := meta.FindStatusCondition(st.Conditions, bpav1.ConditionReady); st.Workflow != nil &&
-			(!isTerminal(st.Phase) || (ready != nil && ready.Reason == ReasonWorkflowDeleted)) {
+			(inFlight || (ready != nil && ready.Reason == ReasonWorkflowDeleted)) {
 			r.workflowGone(obj, ReasonArgoUnavailable, fmt.Sprintf("Workflow %s is gone and Argo Workflows is not installed (the Workflow kind %s is not served); install Argo Workflows, then set the %s annotation to a new value to run again",
 				st.Workflow.Name, wfv1.SchemeGroupVersion, bpav1.RerunAnnotation))
 		}

@@ -30,9 +30,11 @@ import (
 // reset Workflow (reset.yml on the applied hosts), keeps the claims while it runs and
 // releases them when it succeeds; and once the Workflow kind is no longer served (Argo's
 // CRD deleted), a Reset deletion waits with ArgoUnavailable until skip-reset=true, a CR that
-// needs a run is Stalled ArgoUnavailable, and its run starts once Argo is back.
+// needs a run is Stalled ArgoUnavailable, and its run starts once Argo is back. This covers
+// the window before a controller notices Argo gone and restarts (TestControllerNoticesArgoUninstalled),
+// so it looks for Argo only once an hour.
 func TestDeletionPolicyOnRig(t *testing.T) {
-	ctx, r, c, stop, stopped := controllerOnRig(t, rig.Options{MinimalArgoCRDs: true}, controller.Options{})
+	ctx, r, c, stop, stopped := controllerOnRig(t, rig.Options{MinimalArgoCRDs: true}, controller.Options{ArgoPollInterval: time.Hour})
 	defer func() { stop(); require.NoError(t, <-stopped) }()
 	ns := r.Namespace
 	require.NoError(t, c.Create(ctx, &corev1.Secret{

@@ -17,7 +17,9 @@ import (
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
@@ -91,32 +93,68 @@ func (r *Rig) UninstallArgoCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	argoCRDs := func(ctx context.Context) ([]string, error) {
+	argoCRDs := func(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
 		list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
-		var names []string
+		var crds []apiextensionsv1.CustomResourceDefinition
 		for _, crd := range list.Items {
 			if crd.Spec.Group == "argoproj.io" {
-				names = append(names, crd.Name)
+				crds = append(crds, crd)
 			}
 		}
-		return names, nil
+		return crds, nil
 	}
-	names, err := argoCRDs(ctx)
+	crds, err := argoCRDs(ctx)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		if err := c.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete CRD %s: %w", n, err)
+	// The apiserver's CRD finalizer lists a CRD's instances before it lets the CRD go, and
+	// a list while the CRD's watch cache still initializes fails ("storage is
+	// (re)initializing"); the finalizer then backs off, and CRDs created seconds before
+	// have stayed Terminating for minutes (operator-framework/operator-controller#1437).
+	// So first wait until each kind is served from the watch cache (resourceVersion "0"),
+	// as it is on any cluster that has run for a while.
+	dyn, err := dynamic.NewForConfig(r.RESTConfig)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 1})
+			return err == nil, nil
+		}); err != nil {
+			return fmt.Errorf("%s not served from the watch cache: %w", crd.Name, err)
 		}
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		left, err := argoCRDs(ctx)
-		return len(left) == 0, err
+	for _, crd := range crds {
+		if err := c.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete CRD %s: %w", crd.Name, err)
+		}
+	}
+	var left []apiextensionsv1.CustomResourceDefinition
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		now, err := argoCRDs(ctx)
+		if err != nil {
+			return false, err
+		}
+		left = now
+		return len(left) == 0, nil
 	})
+	if err != nil {
+		var why []string
+		for _, crd := range left {
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Terminating {
+					why = append(why, fmt.Sprintf("%s: %s: %s", crd.Name, cond.Reason, cond.Message))
+				}
+			}
+		}
+		return fmt.Errorf("Argo's CRDs not gone (%s): %w", strings.Join(why, "; "), err)
+	}
+	return nil
 }
 
 func createCRD(ctx context.Context, c apiextensions.Interface, file string) (string, error) {
