@@ -19,6 +19,15 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
 
+// argoNotServed is the error a client returns for Argo's kinds where Argo is not installed.
+func argoNotServed(obj any) error {
+	switch obj.(type) {
+	case *wfv1.Workflow, *wfv1.WorkflowList:
+		return &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}}
+	}
+	return nil
+}
+
 // The controller stops to restart when Argo comes or goes under it, in either direction,
 // and only once argoConfirmations looks in a row have seen it: a look that fails (whatever
 // it would say), one that finds what the controller started with, or a single odd answer
@@ -70,14 +79,8 @@ func TestArgoWatchStopsWhenArgoComesOrGoes(t *testing.T) {
 // flight is then lost, and says so: Error, Stalled with ArgoUnavailable, an event, and what
 // to do. A run that ended by itself keeps its status: the cluster is what it left.
 func TestRunInFlightIsLostWithArgo(t *testing.T) {
-	noArgo := func(list client.ObjectList) error {
-		if _, ok := list.(*wfv1.WorkflowList); ok {
-			return &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}}
-		}
-		return nil
-	}
 	funcs := interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-		if err := noArgo(list); err != nil {
+		if err := argoNotServed(list); err != nil {
 			return err
 		}
 		return cl.List(ctx, list, opts...)

@@ -8,8 +8,6 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,22 +165,15 @@ func TestResetDoneIsNotRepeated(t *testing.T) {
 // Without Argo the reset cannot run: the deletion waits, says why and how to go on, looks
 // again now and then, and the skip annotation (only "true") lets it finish.
 func TestArgoUnavailableWaitsUntilSkipped(t *testing.T) {
-	noArgo := func(obj any) error {
-		switch obj.(type) {
-		case *wfv1.Workflow, *wfv1.WorkflowList:
-			return &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}}
-		}
-		return nil
-	}
 	r, c := newResetReconciler(interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := noArgo(list); err != nil {
+			if err := argoNotServed(list); err != nil {
 				return err
 			}
 			return cl.List(ctx, list, opts...)
 		},
 		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if err := noArgo(obj); err != nil {
+			if err := argoNotServed(obj); err != nil {
 				return err
 			}
 			return cl.Create(ctx, obj, opts...)
