@@ -25,6 +25,20 @@ type cpuMeter struct{ pids []int }
 // cpuSample is the CPU time used so far, by the rig and by this process.
 type cpuSample struct{ rig, self time.Duration }
 
+// rigCPU and selfCPU pick one side of a sample.
+func rigCPU(c cpuSample) time.Duration  { return c.rig }
+func selfCPU(c cpuSample) time.Duration { return c.self }
+
+// medianCPUms is the median over samples of part, in milliseconds divided by per (the
+// items each sample covered; 1 for a whole phase).
+func medianCPUms(samples []cpuSample, part func(cpuSample) time.Duration, per float64) float64 {
+	v := make([]float64, len(samples))
+	for i, c := range samples {
+		v[i] = ms(part(c)) / per
+	}
+	return percentile(v, 50)
+}
+
 func (m cpuMeter) sample(b testing.TB) cpuSample {
 	b.Helper()
 	var s cpuSample

@@ -120,14 +120,8 @@ func BenchmarkCreate500Workflows(b *testing.B) {
 	b.ReportMetric(percentile(overFloor, 50), "ratio")
 	// Where the time went: CPU per CR in the rig (apiserver and etcd) and in this process
 	// (the controller, or the clients of the floor and of the write-only bound).
-	perCR := func(cpus []cpuSample, part func(cpuSample) time.Duration) float64 {
-		v := make([]float64, len(cpus))
-		for i, c := range cpus {
-			v[i] = ms(part(c)) / n
-		}
-		return percentile(v, 50)
-	}
-	rig, self := func(c cpuSample) time.Duration { return c.rig }, func(c cpuSample) time.Duration { return c.self }
+	perCR := func(cpus []cpuSample, part func(cpuSample) time.Duration) float64 { return medianCPUms(cpus, part, n) }
+	rig, self := rigCPU, selfCPU
 	b.ReportMetric(perCR(floorCPU, rig), "floor-rig-cpu-ms/CR")
 	b.ReportMetric(perCR(floorCPU, self), "floor-self-cpu-ms/CR")
 	b.ReportMetric(perCR(writesCPU, rig), "writes-rig-cpu-ms/CR")

@@ -186,20 +186,12 @@ func BenchmarkHostSteps1000(b *testing.B) {
 	}
 	// Where a first claim's time goes: its own CPU, and the apiserver's and etcd's, beside
 	// the bare patches' (medians over the rounds).
-	medianMS := func(cpus []cpuSample, part func(cpuSample) time.Duration) float64 {
-		v := make([]float64, len(cpus))
-		for i, c := range cpus {
-			v[i] = ms(part(c))
-		}
-		return percentile(v, 50)
-	}
-	rig, self := func(c cpuSample) time.Duration { return c.rig }, func(c cpuSample) time.Duration { return c.self }
-	b.ReportMetric(medianMS(claimCPU, self), "discover-hosts-cpu-ms")
-	b.ReportMetric(medianMS(claimCPU, rig), "discover-hosts-rig-cpu-ms")
+	b.ReportMetric(medianCPUms(claimCPU, selfCPU, 1), "discover-hosts-cpu-ms")
+	b.ReportMetric(medianCPUms(claimCPU, rigCPU, 1), "discover-hosts-rig-cpu-ms")
 	b.ReportMetric(percentile(patches, 50), "bare-patches-s")
 	b.ReportMetric(percentile(overPatches, 50), "discover-hosts-over-bare-patches")
-	b.ReportMetric(medianMS(patchCPU, rig), "bare-patches-rig-cpu-ms")
-	b.ReportMetric(medianMS(patchCPU, self), "bare-patches-client-cpu-ms")
+	b.ReportMetric(medianCPUms(patchCPU, rigCPU, 1), "bare-patches-rig-cpu-ms")
+	b.ReportMetric(medianCPUms(patchCPU, selfCPU, 1), "bare-patches-client-cpu-ms")
 }
 
 // claimRounds is how many times BenchmarkHostSteps1000 measures the first claim beside
