@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/sim"
 )
 
@@ -165,23 +164,8 @@ func poll(b *testing.B, timeout time.Duration, done func() bool, what string) {
 }
 
 // playbookTimesSuffix names the file, beside the simulated kubespray's record directory,
-// where each of its runs appends how long it took (see TestMain).
+// where each of its runs appends how long it took (the tree's bpa_record callback).
 const playbookTimesSuffix = ".ns"
-
-// timedKubespray runs the SIMULATED kubespray (this test binary run as ansible-playbook by
-// the site's run-kubespray pods) and appends its run's duration, in ns, to the times file.
-func timedKubespray() int {
-	start := time.Now()
-	code := kubespraysim.Main(os.Args[1:])
-	if dir := os.Getenv(kubespraysim.EnvRecordDir); dir != "" {
-		f, err := os.OpenFile(dir+playbookTimesSuffix, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err == nil {
-			fmt.Fprintln(f, time.Since(start).Nanoseconds())
-			f.Close()
-		}
-	}
-	return code
-}
 
 // playbookTime sums the simulated kubespray's runs on s so far.
 func playbookTime(b *testing.B, s *sim.Site) time.Duration {

@@ -45,7 +45,6 @@ func say(format string, args ...any) {
 }
 
 func main() {
-	sim.MaybeRunKubespray()
 	root, err := rig.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)

@@ -27,11 +27,11 @@ import (
 	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
-// CheckPlanDir runs the SIMULATED kubespray's checks on each operation `bpa plan -o` wrote
-// to dir, in order, with the argv's in-pod paths pointed at the files beside it. Each fills
-// the facts cache as its run would; the operations of one step (plan.json) share it, as
-// they run in one container, and each step starts with an empty one. image picks the
-// release.
+// CheckPlanDir runs the stand-in kubespray's checks (the real ansible-playbook on the tree,
+// check-only) on each operation `bpa plan -o` wrote to dir, in order, with the argv's in-pod
+// paths pointed at the files beside it. Each fills the facts cache as its run would; the
+// operations of one step (plan.json) share it, as they run in one container, and each step
+// starts with an empty one. image picks the release.
 func CheckPlanDir(t *testing.T, dir, image string) []string {
 	t.Helper()
 	ops, err := filepath.Glob(filepath.Join(dir, "[0-9][0-9]-*"))
@@ -42,33 +42,35 @@ func CheckPlanDir(t *testing.T, dir, image string) []string {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &change))
 	require.Len(t, ops, len(change.Operations()), "one directory per operation of plan.json")
-	t.Setenv(EnvImage, image)
-	t.Setenv(EnvRecordDir, "")
 	var names []string
 	for _, step := range change.Steps {
-		t.Setenv(EnvFactsDir, t.TempDir())
+		tmp := t.TempDir()
 		for range step.Operations {
 			op := ops[len(names)]
-			data, err := os.ReadFile(filepath.Join(op, "argv.json"))
-			require.NoError(t, err)
-			var argv []string
-			require.NoError(t, json.Unmarshal(data, &argv))
-			require.Equal(t, "ansible-playbook", argv[0])
-			for i, a := range argv {
-				switch {
-				case i > 0 && argv[i-1] == "-i": // hosts.ini, or the inventory without the removed nodes
-					argv[i] = filepath.Join(op, "hosts.ini")
-				case a == "@/tmp/bpa/in/extra-vars.yaml":
-					argv[i] = "@" + filepath.Join(op, "vars.yaml")
-				}
-			}
-			play, err := Check(argv[1:])
-			require.NoError(t, err, "%s", op)
-			require.NoError(t, play.CacheFacts())
+			require.NoError(t, Check(planArgv(t, op), image, tmp), "%s", op)
 			names = append(names, filepath.Base(op))
 		}
 	}
 	return names
+}
+
+// planArgv reads the argv `bpa plan -o` wrote for an operation, its in-pod paths pointed at
+// the files beside it, without the program.
+func planArgv(t *testing.T, op string) []string {
+	data, err := os.ReadFile(filepath.Join(op, "argv.json"))
+	require.NoError(t, err)
+	var argv []string
+	require.NoError(t, json.Unmarshal(data, &argv))
+	require.Equal(t, "ansible-playbook", argv[0])
+	for i, a := range argv {
+		switch {
+		case i > 0 && argv[i-1] == "-i": // hosts.ini, or the inventory without the removed nodes
+			argv[i] = filepath.Join(op, "hosts.ini")
+		case a == "@/tmp/bpa/in/extra-vars.yaml":
+			argv[i] = "@" + filepath.Join(op, "vars.yaml")
+		}
+	}
+	return argv[1:]
 }
 
 func plan(t *testing.T, args ...string) (string, error) {
@@ -169,11 +171,8 @@ func TestSamplesRenderKubesprayAcceptedInventories(t *testing.T) {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "vars.yaml"), vars, 0o644))
 				params, err := translator.ProvisioningParameters(p)
 				require.NoError(t, err)
-				t.Setenv(EnvImage, params["kubespray-image"])
-				t.Setenv(EnvFactsDir, t.TempDir())
-				t.Setenv(EnvRecordDir, "")
-				_, err = Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/k", "-e", "@" + filepath.Join(dir, "vars.yaml"), "cluster.yml"})
-				require.NoError(t, err)
+				require.NoError(t, Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/k", "-e", "@" + filepath.Join(dir, "vars.yaml"), "cluster.yml"},
+					params["kubespray-image"], t.TempDir()))
 			})
 			checked++
 		}

@@ -5,15 +5,16 @@
 // the clusters being built; and a stand-in kubelet (test/kubelet) that runs the step pods as
 // local processes.
 //
-// SIMULATED, and only these: pod execution (the stand-in kubelet) and kubespray's own run
-// (test/kubespraysim). Every BPA step runs its real code against real components.
+// SIMULATED, and only these: pod execution (the stand-in kubelet) and what kubespray's
+// roles do to a machine (test/kubespraysim: real Ansible playbooks, run by the real
+// ansible-playbook over real OpenSSH). Every BPA step runs its real code against real
+// components.
 package sim
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -45,14 +46,6 @@ import (
 // KubesprayImage is the repository of the default kubespray image, which the stand-in
 // kubelet answers with the simulated kubespray.
 const KubesprayImage = "quay.io/kubespray/kubespray"
-
-// MaybeRunKubespray must be called first thing in TestMain (or main) of any binary that
-// starts a Site: the simulated kubespray is this same binary, run as `ansible-playbook`.
-func MaybeRunKubespray() {
-	if filepath.Base(os.Args[0]) == "ansible-playbook" {
-		os.Exit(kubespraysim.Main(os.Args[1:]))
-	}
-}
 
 // Options configure a Site.
 type Options struct {
@@ -189,22 +182,17 @@ func freeLoopbackPort(t testing.TB) int {
 }
 
 // runKubespray runs the run-kubespray step pod: the real `bpa step run-kubespray` (the
-// init container's copy of bpa is this build), with the SIMULATED kubespray first in PATH
-// as ansible-playbook.
+// init container's copy of bpa is this build) in the stand-in kubespray checkout
+// (kubespraysim.Tree), where it runs Debian's real ansible-playbook on the SIMULATED
+// playbooks, over real OpenSSH to the simulated hosts.
 func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
-	simDir := filepath.Join(s.dir, "kubespray-sim")
-	if err := os.MkdirAll(simDir, 0o755); err != nil {
-		return 0, err
-	}
-	self, err := os.Executable()
+	tree, err := kubespraysim.Tree()
 	if err != nil {
 		return 0, err
 	}
-	link := filepath.Join(simDir, "ansible-playbook")
-	if _, err := os.Lstat(link); err != nil {
-		if err := os.Symlink(self, link); err != nil && !os.IsExist(err) {
-			return 0, err
-		}
+	agent, err := kubespraysim.BuildAgent()
+	if err != nil {
+		return 0, err
 	}
 	s.mu.Lock()
 	dirs := map[string]string{}
@@ -213,49 +201,25 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	}
 	extra := append([]string(nil), s.kubesprayEnv...)
 	s.mu.Unlock()
-	dirsJSON, _ := json.Marshal(dirs)
-
-	// A kubespray checkout, as the image has at its working directory; the playbook itself
-	// is never read, since ansible-playbook is simulated.
-	checkout := filepath.Join(s.dir, "kubespray-checkout")
-	if err := os.MkdirAll(checkout, 0o755); err != nil {
-		return 0, err
-	}
-	for _, pb := range []string{"cluster.yml", "scale.yml", "remove-node.yml", "upgrade-cluster.yml", "reset.yml", "playbooks/facts.yml"} {
-		if err := os.MkdirAll(filepath.Join(checkout, filepath.Dir(pb)), 0o755); err != nil {
-			return 0, err
-		}
-		if err := os.WriteFile(filepath.Join(checkout, pb), []byte("# SIMULATED kubespray checkout\n"), 0o644); err != nil {
-			return 0, err
-		}
-	}
 	// The container's own /tmp, where kubespray's ansible.cfg caches facts: gone with it.
-	facts, err := os.MkdirTemp(s.dir, "kubespray-tmp-")
+	tmp, err := os.MkdirTemp(s.dir, "kubespray-tmp-")
 	if err != nil {
 		return 0, err
 	}
-	e.Dir = checkout
+	env, err := kubespraysim.Container{
+		Image: e.Image, AppKubeconfig: s.App.Kubeconfig, KubeDirs: dirs, FailFile: s.FailFile,
+		RecordDir: s.KubesprayRuns, Agent: agent, Tmp: tmp,
+	}.Env()
+	if err != nil {
+		return 0, err
+	}
+	e.Dir = tree
 	e.Command = append([]string{s.BPA}, e.Command[1:]...)
-	env := []string{
-		kubespraysim.EnvAppKubeconfig + "=" + s.App.Kubeconfig,
-		kubespraysim.EnvKubeDirs + "=" + string(dirsJSON),
-		kubespraysim.EnvFailFile + "=" + s.FailFile,
-		kubespraysim.EnvImage + "=" + e.Image,
-		kubespraysim.EnvFactsDir + "=" + facts,
-		kubespraysim.EnvRecordDir + "=" + s.KubesprayRuns,
+	if !hasPath(e.Env) {
+		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
 	}
-	for _, kv := range e.Env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			kv = "PATH=" + simDir + ":" + v
-		}
-		env = append(env, kv)
-	}
-	if !hasPath(env) {
-		env = append(env, "PATH="+simDir+":/usr/local/bin:/usr/bin:/bin")
-	}
-	env = append(env, extra...)
-	e.Env = env
-	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray is simulated by test/kubespraysim; the run-kubespray step itself is real")
+	e.Env = append(append(e.Env, env...), extra...)
+	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray's playbooks are the stand-in tree test/kubespraysim/kubespray, run by the real ansible-playbook; the run-kubespray step itself is real")
 	return kubelet.ExecRunner(ctx, e)
 }
 

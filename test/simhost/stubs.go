@@ -229,15 +229,19 @@ if [ -z "$found" ]; then
 fi
 `
 
-// stubSudo accepts the options BPA uses (-n, --) and runs the command; the host's user is
-// always allowed, as with NOPASSWD.
+// stubSudo accepts the options BPA uses (-n, --) and those of Ansible's become (-H -S -n
+// -u root), and runs the command; the host's user is always allowed, as with NOPASSWD. Only
+// root can be become: the host's sshd runs as root.
 const stubSudo = `#!/bin/sh
 set -eu
 . @LIB@
 record sudo "$@"
 while [ $# -gt 0 ]; do
 	case "$1" in
-	-n) shift ;;
+	-n | -H | -S) shift ;;
+	-u)
+		[ "${2-}" = root ] || { echo "sudo (simhost): only root can be become, not ${2-}" >&2; exit 1; }
+		shift 2 ;;
 	--) shift; break ;;
 	-*) echo "sudo (simhost): unsupported option $1" >&2; exit 1 ;;
 	*) break ;;

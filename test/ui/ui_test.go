@@ -29,11 +29,6 @@ import (
 	"github.com/akraino-edge-stack/bpa/test/sim"
 )
 
-func TestMain(m *testing.M) {
-	sim.MaybeRunKubespray()
-	os.Exit(m.Run())
-}
-
 // requireUI fails (never skips) when what the test needs was not built: on such a machine
 // the UI is untested, which is a failure with a reason.
 func requireUI(t *testing.T, root string) (playwright string) {

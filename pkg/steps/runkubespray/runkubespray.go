@@ -432,12 +432,18 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	key, err := privateKey(o.SSHKey, os.TempDir())
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(filepath.Dir(key))
 	runs := make([]Invocation, len(ops))
 	for i, op := range ops {
 		oo, err := o.forOperation(p, op, i, os.TempDir())
 		if err != nil {
 			return err
 		}
+		oo.SSHKey = key
 		if len(op.Without) > 0 {
 			if err := writeWithout(oo.Inventory, ini, op.Without); err != nil {
 				return fmt.Errorf("operation %d (%s): %w", i+1, op.Playbook, err)
@@ -454,6 +460,31 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	return nil
+}
+
+// privateKey copies the SSH key to a file only this process's user can read (0600, in a
+// 0700 directory under tmp) and returns its path; the caller removes the directory.
+// OpenSSH, which Ansible runs, ignores a key that its group or others may read ("UNPROTECTED
+// PRIVATE KEY FILE", then "Permission denied (publickey)"), and a kubelet writes a Secret's
+// files with the volume's defaultMode, widened to group-readable (|0440) whenever the pod
+// has an fsGroup, which a site's admission (OpenShift's SCCs, a policy engine) may inject
+// into any pod. The WorkflowTemplate mounts the key 0400, but the step must not depend on
+// what the cluster does to its pod spec.
+func privateKey(src, tmp string) (string, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("SSH private key: %w", err)
+	}
+	dir, err := os.MkdirTemp(tmp, "bpa-ssh-")
+	if err != nil {
+		return "", err
+	}
+	key := filepath.Join(dir, "ssh-privatekey")
+	if err := os.WriteFile(key, data, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return key, nil
 }
 
 // scope says in words which hosts an operation runs on, and how.
