@@ -8,7 +8,10 @@
 //     artifacts and script sources are written into a per-pod directory, and
 //     every mount path, artifact path, output-parameter path and the
 //     termination-message path is rewritten to that directory in the
-//     command, args and env values, so step code needs no test hooks;
+//     command, args and env values, so step code needs no test hooks; volume
+//     files get the modes and fsGroup ownership a real kubelet gives them
+//     (defaultMode, item modes, fsGroup: volumes.go), and downwardAPI and
+//     projected (Secret, ConfigMap, downwardAPI sources) volumes are written;
 //   - the command runs with KUBECONFIG (the rig's), POD_NAME and
 //     POD_NAMESPACE set, resolved through Options.Executables or
 //     Options.Runners (a container's command or image mapped to a local
