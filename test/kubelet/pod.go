@@ -104,8 +104,13 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 	if err != nil {
 		return initFailure("%v", err)
 	}
+	cred := k.runAs(pod, main)
+	home := "" // the stand-in's own HOME
+	if otherUser(cred) {
+		home = filepath.Join(dir, "home")
+	}
 	// Offloaded args (> 128 KiB) come as a JSON file the emissary appends.
-	env, argsFile, err := k.env(ctx, pod, main, pm, dir, id.kubeconfig)
+	env, argsFile, err := k.env(ctx, pod, main, pm, dir, id.kubeconfig, home)
 	if err != nil {
 		return initFailure("%v", err)
 	}
@@ -130,6 +135,17 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 	if err := os.MkdirAll(workDir, 0o755); err != nil {
 		return initFailure("%v", err)
 	}
+	if otherUser(cred) {
+		var emptyDirs []string
+		for _, m := range main.VolumeMounts {
+			if v := findVolume(pod.Spec.Volumes, m.Name); v != nil && v.EmptyDir != nil {
+				emptyDirs = append(emptyDirs, filepath.Join(dir, "volumes", v.Name))
+			}
+		}
+		if err := prepareForUser(dir, pm.root, emptyDirs, workDir, home, id.kubeconfig, cred); err != nil {
+			return initFailure("%v", err)
+		}
+	}
 
 	logs.Printf(containerInit, "volumes, artifacts and environment set up in %s (SIMULATED init container)", dir)
 	logs.End(containerInit)
@@ -146,7 +162,7 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 		stderr = &capBuffer{max: 64 << 10, keepTail: true}
 	)
 	e := &Exec{
-		Pod: pod, Template: tmpl, Image: main.Image, Command: argv, Env: env, Dir: workDir,
+		Pod: pod, Template: tmpl, Image: main.Image, Command: argv, Env: env, Dir: workDir, Credential: cred,
 		Stdout: &lockedWriter{mu: &mu, w: io.MultiWriter(logs.Writer(containerMain, "stdout"), stdout)},
 		Stderr: &lockedWriter{mu: &mu, w: io.MultiWriter(logs.Writer(containerMain, "stderr"), stderr)},
 	}
@@ -345,8 +361,10 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 // needs (PATH, HOME, GOCOVERDIR for coverage of built binaries), the
 // container's env with paths rewritten, then KUBECONFIG, POD_NAME and
 // POD_NAMESPACE unless the container sets them. It also returns the host
-// path of Argo's offloaded-args file, if any.
-func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pm *pathMap, dir, kubeconfig string) ([]string, string, error) {
+// path of Argo's offloaded-args file, if any. A non-empty home replaces the
+// stand-in's HOME and GOCOVERDIR is left out: the process runs as another
+// user, who could write to neither.
+func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pm *pathMap, dir, kubeconfig, home string) ([]string, string, error) {
 	vars := map[string]string{}
 	var order []string
 	set := func(name, value string) {
@@ -356,12 +374,16 @@ func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container,
 		vars[name] = value
 	}
 	for _, name := range []string{"PATH", "HOME", "LANG", "GOCOVERDIR"} {
-		if v, ok := os.LookupEnv(name); ok {
+		if v, ok := os.LookupEnv(name); ok && (home == "" || name != "GOCOVERDIR") {
 			set(name, v)
 		}
 	}
+	if home != "" {
+		set("HOME", home)
+	}
+	// 1777 like a container's /tmp: whatever user the process runs as may use it.
 	tmp := filepath.Join(dir, "tmp")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := setupDir(tmp, tmpfsRootPerm); err != nil {
 		return nil, "", err
 	}
 	set("TMPDIR", tmp)
