@@ -8,9 +8,15 @@
 //     artifacts and script sources are written into a per-pod directory, and
 //     every mount path, artifact path, output-parameter path and the
 //     termination-message path is rewritten to that directory in the
-//     command, args and env values, so step code needs no test hooks;
+//     command, args and env values, so step code needs no test hooks; volume
+//     files get the modes and fsGroup ownership a real kubelet gives them
+//     (defaultMode, item modes, fsGroup: volumes.go), and downwardAPI and
+//     projected (Secret, ConfigMap, downwardAPI sources) volumes are written;
 //   - the command runs with KUBECONFIG (the rig's), POD_NAME and
-//     POD_NAMESPACE set, resolved through Options.Executables or
+//     POD_NAMESPACE set, as the securityContext's runAsUser, runAsGroup,
+//     fsGroup and supplementalGroups when the stand-in is root (user.go; a
+//     user left to the image runs as the stand-in), resolved through
+//     Options.Executables or
 //     Options.Runners (a container's command or image mapped to a local
 //     binary or an in-process fake);
 //   - output parameters (valueFrom.path) and, when asked for, the script
@@ -92,7 +98,11 @@ type Options struct {
 	// Concurrency is how many pods run at once (default 4).
 	Concurrency int
 	// WorkDir holds one directory per pod (volumes, logs). Default: a
-	// temporary directory removed by Stop; a given WorkDir is kept.
+	// temporary directory removed by Stop; a given WorkDir is kept. A pod
+	// that sets runAsUser runs as that user (when the stand-in is root),
+	// who must be able to traverse WorkDir: the default one is 0711, a
+	// t.TempDir() is not. Such a user must also be able to read
+	// Options.Kubeconfig (unless AsServiceAccount) and run the Executables.
 	WorkDir string
 	// Logf receives the stand-in's own log lines (default: log.Printf).
 	Logf func(format string, args ...any)
@@ -163,6 +173,10 @@ func Start(ctx context.Context, opts Options) (*Kubelet, error) {
 			return nil, err
 		}
 		k.tempDir = true
+		// Traversable (not listable) by a pod's runAsUser.
+		if err := os.Chmod(k.opts.WorkDir, 0o711); err != nil {
+			return nil, err
+		}
 	}
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.kube, 0,

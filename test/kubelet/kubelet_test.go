@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -70,6 +71,12 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 	require.NoError(t, err)
 	tlsConfig, err := r.KubeletTLSConfig()
 	require.NoError(t, err)
+	// Pods that set runAsUser run as that user, who must reach the pod dirs
+	// (a t.TempDir() and its parent are 0700).
+	work := t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		require.NoError(t, os.Chmod(d, 0o711))
+	}
 
 	e.k, err = kubelet.Start(ctx, kubelet.Options{
 		TLSConfig:        tlsConfig,
@@ -127,7 +134,7 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 				return 143, nil
 			},
 		},
-		WorkDir: t.TempDir(),
+		WorkDir: work,
 		Logf:    t.Logf,
 	})
 	require.NoError(t, err)
@@ -139,6 +146,7 @@ func TestWorkflowsOnSimulatedKubelet(t *testing.T) {
 	t.Run("deadline kills the process", e.testDeadline)
 	t.Run("deleted pod kills the process group", e.testDelete)
 	t.Run("step uses KUBECONFIG, Secret volume and env", e.testClient)
+	t.Run("securityContext: file modes, fsGroup and the process's user", e.testSecurityContext)
 	t.Run("argo CLI lists and gets workflows", e.testArgoCLI)
 	t.Run("logs through the apiserver: client-go, kubectl, argo", e.testLogs)
 	t.Run("logs followed while the step runs", e.testFollow)
@@ -359,6 +367,74 @@ func (e *env) testClient(t *testing.T) {
 		"token": "s3cr3t", "word": "open-sesame", "pod": node(t, wf, "client").ID,
 		"list-secrets-forbidden": "true", // RBAC of wf-runner applies, not admin
 	}, cm.Data)
+}
+
+const securityWorkflow = `
+metadata: {name: security}
+spec:
+  serviceAccountName: wf-runner
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: fsgroup, template: fsgroup}
+      - {name: denied, template: denied}
+  # As BPA's verify step: a key mounted 0400 for a non-root user, readable
+  # through fsGroup (which makes it 0440, group fsGroup).
+  - name: fsgroup
+    securityContext: {runAsUser: 1000, runAsGroup: 3000, fsGroup: 65532}
+    inputs:
+      artifacts:
+      - {name: in, path: /tmp/in/data.txt, raw: {data: "+artifact"}}
+    container:
+      image: busybox
+      command: [sh, -c]
+      args: ["id -u > /tmp/out/id && id -G >> /tmp/out/id && stat -c '%a %u %g' /etc/key/key /tmp /tmp/out > /tmp/out/stat && cat /etc/key/key /tmp/in/data.txt > /tmp/out/read && touch $TMPDIR/t $HOME/h"]
+      volumeMounts:
+      - {name: key, mountPath: /etc/key, readOnly: true}
+      - {name: tmp, mountPath: /tmp}
+    volumes:
+    - name: key
+      secret: {secretName: security-key, defaultMode: 0400, items: [{key: key, path: key}]}
+    - {name: tmp, emptyDir: {}}
+    outputs:
+      parameters:
+      - {name: id, valueFrom: {path: /tmp/out/id}}
+      - {name: stat, valueFrom: {path: /tmp/out/stat}}
+      - {name: read, valueFrom: {path: /tmp/out/read}}
+  # 0440 without fsGroup is for root (and group 0: runAsUser alone would run
+  # with gid 0, as a runtime gives a uid the image does not name, and read it).
+  - name: denied
+    securityContext: {runAsUser: 1000, runAsGroup: 1000}
+    container:
+      image: busybox
+      command: [sh, -c, "cat /etc/key/key"]
+      volumeMounts: [{name: key, mountPath: /etc/key, readOnly: true}]
+    volumes:
+    - name: key
+      secret: {secretName: security-key, defaultMode: 0440}
+`
+
+func (e *env) testSecurityContext(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a step as another user needs root, as the kubelet has")
+	}
+	_, err := e.kube.CoreV1().Secrets(e.r.Namespace).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "security-key"}, StringData: map[string]string{"key": "KEY"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wf := e.run(t, securityWorkflow)
+	n := node(t, wf, "fsgroup")
+	require.Equal(t, wfv1.NodeSucceeded, n.Phase, n.Message)
+	assert.Equal(t, "1000\n3000 65532", param(t, n, "id"), "uid, gid and fsGroup as a supplementary group")
+	assert.Equal(t, "440 0 65532\n2777 0 65532\n2755 1000 65532", param(t, n, "stat"),
+		"the key 0400|0440, root:fsGroup; the emptyDir 0777 with setgid, root:fsGroup; the output dir the stand-in made is as the user's mkdir would be")
+	assert.Equal(t, "KEY+artifact", param(t, n, "read"))
+
+	n = node(t, wf, "denied")
+	assert.Equal(t, wfv1.NodeFailed, n.Phase)
+	assert.Contains(t, n.Message, "Permission denied")
 }
 
 func (e *env) testArgoCLI(t *testing.T) {

@@ -104,8 +104,13 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 	if err != nil {
 		return initFailure("%v", err)
 	}
+	cred := k.runAs(pod, main)
+	home := "" // the stand-in's own HOME
+	if otherUser(cred) {
+		home = filepath.Join(dir, "home")
+	}
 	// Offloaded args (> 128 KiB) come as a JSON file the emissary appends.
-	env, argsFile, err := k.env(ctx, pod, main, pm, dir, id.kubeconfig)
+	env, argsFile, err := k.env(ctx, pod, main, pm, dir, id.kubeconfig, home)
 	if err != nil {
 		return initFailure("%v", err)
 	}
@@ -130,6 +135,17 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 	if err := os.MkdirAll(workDir, 0o755); err != nil {
 		return initFailure("%v", err)
 	}
+	if otherUser(cred) {
+		var emptyDirs []string
+		for _, m := range main.VolumeMounts {
+			if v := findVolume(pod.Spec.Volumes, m.Name); v != nil && v.EmptyDir != nil {
+				emptyDirs = append(emptyDirs, filepath.Join(dir, "volumes", v.Name))
+			}
+		}
+		if err := prepareForUser(dir, pm.root, emptyDirs, workDir, home, id.kubeconfig, cred); err != nil {
+			return initFailure("%v", err)
+		}
+	}
 
 	logs.Printf(containerInit, "volumes, artifacts and environment set up in %s (SIMULATED init container)", dir)
 	logs.End(containerInit)
@@ -146,7 +162,7 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, dir string, id *
 		stderr = &capBuffer{max: 64 << 10, keepTail: true}
 	)
 	e := &Exec{
-		Pod: pod, Template: tmpl, Image: main.Image, Command: argv, Env: env, Dir: workDir,
+		Pod: pod, Template: tmpl, Image: main.Image, Command: argv, Env: env, Dir: workDir, Credential: cred,
 		Stdout: &lockedWriter{mu: &mu, w: io.MultiWriter(logs.Writer(containerMain, "stdout"), stdout)},
 		Stderr: &lockedWriter{mu: &mu, w: io.MultiWriter(logs.Writer(containerMain, "stderr"), stderr)},
 	}
@@ -254,7 +270,7 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 	}
 	volDir := filepath.Join(filepath.Dir(pm.root), "volumes")
 	done := map[string]bool{}
-	var mountPoints []string
+	var subPaths [][2]string // volume dir, subPath in it
 	for _, m := range main.VolumeMounts {
 		vol := findVolume(pod.Spec.Volumes, m.Name)
 		if vol == nil {
@@ -263,12 +279,14 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 		dir := filepath.Join(volDir, vol.Name)
 		if !done[vol.Name] {
 			done[vol.Name] = true
-			if err := k.writeVolume(ctx, pod.Namespace, vol, dir); err != nil {
+			if err := k.writeVolume(ctx, pod, vol, dir); err != nil {
 				return "", fmt.Errorf("volume %s: %w", vol.Name, err)
 			}
 		}
 		pm.add(m.MountPath, filepath.Join(dir, m.SubPath))
-		mountPoints = append(mountPoints, filepath.Join(dir, m.SubPath))
+		if m.SubPath != "" {
+			subPaths = append(subPaths, [2]string{dir, filepath.Join(dir, m.SubPath)})
+		}
 	}
 	if tmpl != nil {
 		for _, a := range tmpl.Inputs.Artifacts {
@@ -300,12 +318,30 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 	if err := os.MkdirAll(filepath.Dir(termFile), 0o755); err != nil {
 		return "", err
 	}
-	// Directory mounts; file mounts (a subPath holding an artifact) exist by now.
-	for _, h := range mountPoints {
-		if _, err := os.Stat(h); errors.Is(err, os.ErrNotExist) {
-			if err := os.MkdirAll(h, 0o755); err != nil {
-				return "", err
-			}
+	// The kubelet mounts a file it created 0666 there, so that a container
+	// running as any user can write it (kuberuntime_container.go makeMounts).
+	if f, err := os.OpenFile(termFile, os.O_CREATE|os.O_WRONLY, 0o666); err != nil {
+		return "", err
+	} else if err := f.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(termFile, 0o666); err != nil {
+		return "", err
+	}
+	// A subPath that does not exist yet (one holding an artifact does by now)
+	// is made a directory with the volume root's mode, setgid and sticky bits
+	// included, as kubelet_pods.go makeMounts does (SafeMakeDir with
+	// GetMode of the volume).
+	for _, sp := range subPaths {
+		if _, err := os.Stat(sp[1]); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		root, err := os.Stat(sp[0])
+		if err != nil {
+			return "", err
+		}
+		if err := mkdirAll(sp[1], root.Mode()&(os.ModePerm|os.ModeSetgid|os.ModeSticky|os.ModeSetuid)); err != nil {
+			return "", err
 		}
 	}
 	// Last, once every path is mapped: a script names paths like args do.
@@ -321,71 +357,14 @@ func (k *Kubelet) materialize(ctx context.Context, pod *corev1.Pod, main *corev1
 	return termFile, nil
 }
 
-func (k *Kubelet) writeVolume(ctx context.Context, ns string, vol *corev1.Volume, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	switch {
-	case vol.Secret != nil:
-		s, err := k.kube.CoreV1().Secrets(ns).Get(ctx, vol.Secret.SecretName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && vol.Secret.Optional != nil && *vol.Secret.Optional {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return writeKeys(dir, s.Data, vol.Secret.Items)
-	case vol.ConfigMap != nil:
-		cm, err := k.kube.CoreV1().ConfigMaps(ns).Get(ctx, vol.ConfigMap.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && vol.ConfigMap.Optional != nil && *vol.ConfigMap.Optional {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		data := map[string][]byte{}
-		for key, v := range cm.Data {
-			data[key] = []byte(v)
-		}
-		for key, v := range cm.BinaryData {
-			data[key] = v
-		}
-		return writeKeys(dir, data, vol.ConfigMap.Items)
-	case vol.EmptyDir != nil:
-		return nil
-	default:
-		k.logf("volume %s: type not simulated, mounted as an empty directory", vol.Name)
-		return nil
-	}
-}
-
-func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath) error {
-	if len(items) == 0 {
-		for key, v := range data {
-			if err := writeFile(filepath.Join(dir, key), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, it := range items {
-		v, ok := data[it.Key]
-		if !ok {
-			return fmt.Errorf("key %q not found", it.Key)
-		}
-		if err := writeFile(filepath.Join(dir, it.Path), v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // env builds the process environment: a few host variables a local process
 // needs (PATH, HOME, GOCOVERDIR for coverage of built binaries), the
 // container's env with paths rewritten, then KUBECONFIG, POD_NAME and
 // POD_NAMESPACE unless the container sets them. It also returns the host
-// path of Argo's offloaded-args file, if any.
-func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pm *pathMap, dir, kubeconfig string) ([]string, string, error) {
+// path of Argo's offloaded-args file, if any. A non-empty home replaces the
+// stand-in's HOME and GOCOVERDIR is left out: the process runs as another
+// user, who could write to neither.
+func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pm *pathMap, dir, kubeconfig, home string) ([]string, string, error) {
 	vars := map[string]string{}
 	var order []string
 	set := func(name, value string) {
@@ -395,12 +374,16 @@ func (k *Kubelet) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container,
 		vars[name] = value
 	}
 	for _, name := range []string{"PATH", "HOME", "LANG", "GOCOVERDIR"} {
-		if v, ok := os.LookupEnv(name); ok {
+		if v, ok := os.LookupEnv(name); ok && (home == "" || name != "GOCOVERDIR") {
 			set(name, v)
 		}
 	}
+	if home != "" {
+		set("HOME", home)
+	}
+	// 1777 like a container's /tmp: whatever user the process runs as may use it.
 	tmp := filepath.Join(dir, "tmp")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := setupDir(tmp, tmpfsRootPerm); err != nil {
 		return nil, "", err
 	}
 	set("TMPDIR", tmp)

@@ -23,8 +23,12 @@ type Exec struct {
 	Command  []string // argv; Command[0] is resolved through Options.Executables
 	Env      []string // KEY=VALUE, the whole environment of the process
 	Dir      string   // working directory
-	Stdout   io.Writer
-	Stderr   io.Writer
+	// Credential is the user and groups of the container's securityContext
+	// (nil: the stand-in's own). ExecRunner runs the process with it; an
+	// in-process Runner may ignore it.
+	Credential *syscall.Credential
+	Stdout     io.Writer
+	Stderr     io.Writer
 }
 
 // Runner runs an Exec and returns the container's exit code. An error means
@@ -45,7 +49,9 @@ func ExecRunner(ctx context.Context, e *Exec) (int, error) {
 	}
 	cmd := exec.CommandContext(ctx, e.Command[0], e.Command[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = e.Env, e.Dir, e.Stdout, e.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Pdeathsig survives the switch to Credential: the child sets it after
+	// setuid (syscall.forkAndExecInChild), which would otherwise clear it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: e.Credential}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = killGrace
 	if err := cmd.Start(); err != nil {
