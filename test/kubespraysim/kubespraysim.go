@@ -465,7 +465,7 @@ func (p *Play) injectedFailure() string {
 // kubeletVersion is what the run installs, as a Node reports it (v1.x.y): kube_version from
 // the vars (with or without v, per release), or the release's default.
 func (p *Play) kubeletVersion() string {
-	v := p.profile.KubeMax[p.patch]
+	v := p.profile.DefaultKube(p.patch)
 	if s, ok := p.vars["kube_version"].(string); ok {
 		if kv, err := kubespray.ParseKubeVersion(s); err == nil {
 			v = kv
