@@ -88,7 +88,7 @@ func TestExtraVarsErrors(t *testing.T) {
 		"kube_version twice": {bpav1.ProvisioningSpec{Kubernetes: &bpav1.KubernetesConfig{Version: "1.32.5"}, Kubespray: ev(t, `{"kube_version": "1.32.5"}`)},
 			"kubespray.extraVars.kube_version: kubernetes.version already sets it"},
 		"kube_version out of range": {bpav1.ProvisioningSpec{Kubernetes: &bpav1.KubernetesConfig{Version: "1.33.0"}},
-			"kubernetes.version: Kubernetes 1.33.0 is outside kubespray v2.28.0's range 1.30.0 to 1.32.5"},
+			"kubernetes.version: Kubernetes 1.33.0 is not one kubespray v2.28.0 has kubelet checksums for: it installs 1.32.0–1.32.5, 1.31.0–1.31.9, 1.30.0–1.30.13"},
 		"subnet twice":   {bpav1.ProvisioningSpec{PodSubnet: "10.0.0.0/16", Kubespray: ev(t, `{"kube_pods_subnet": "10.1.0.0/16"}`)}, "kubespray.extraVars.kube_pods_subnet: PodSubnet already sets it"},
 		"plugins twice":  {bpav1.ProvisioningSpec{KUDPlugins: []bpav1.DebianPackageName{"emco"}, Kubespray: ev(t, `{"kud_plugins": "x"}`)}, "kubespray.extraVars.kud_plugins: KUDPlugins already sets it"},
 		"host bits":      {bpav1.ProvisioningSpec{PodSubnet: "10.0.0.1/16"}, `PodSubnet "10.0.0.1/16": want a CIDR network address`},

@@ -170,7 +170,7 @@ func DownloadsFor(kubesprayVersion, kube, arch string) (*Downloads, error) {
 		return nil, err
 	}
 	if kube == "" {
-		kube = p.KubeMax[patch].String()
+		kube = p.DefaultKube(patch).String()
 	}
 	kv, err := KubeVersionVar(kubesprayOrDefault(kubesprayVersion), kube)
 	if err != nil {

@@ -57,7 +57,7 @@ func TestDownloadsFor(t *testing.T) {
 	assert.Contains(t, d.Files, "dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubelet", "defaults: v2.28.0 and its newest Kubernetes")
 
 	_, err = DownloadsFor("v2.28.0", "1.29.0", "amd64")
-	assert.ErrorContains(t, err, "outside kubespray v2.28.0's range")
+	assert.ErrorContains(t, err, "older than kubespray v2.28.0's kube_version_min_required 1.30.0")
 	_, err = DownloadsFor("v2.26.0", "1.29.0", "amd64")
 	assert.ErrorContains(t, err, "not supported")
 }
@@ -66,10 +66,9 @@ func TestDownloadsFor(t *testing.T) {
 func TestDownloadsCoverEveryRelease(t *testing.T) {
 	for _, v := range Versions() {
 		p, patch, _ := ProfileFor(v)
-		lo, hi := p.KubeRange(patch)
-		for m := lo.Minor; m <= hi.Minor; m++ {
-			d, err := DownloadsFor(v, KubeVersion{m, 0}.String(), "amd64")
-			require.NoError(t, err, "%s 1.%d", v, m)
+		for _, k := range p.KubeVersions(patch) {
+			d, err := DownloadsFor(v, k.String(), "amd64")
+			require.NoError(t, err, "%s %s", v, k)
 			assert.Len(t, d.Files, 11)
 			assert.Len(t, d.Images, 12)
 		}

@@ -23,9 +23,9 @@ func TestProfileFor(t *testing.T) {
 	}
 }
 
-// The ranges are kubelet_checksums' keys at each tag (roles/kubespray-defaults/defaults/main/
-// checksums.yml in v2.27, roles/kubespray_defaults/vars/main/checksums.yml in v2.28) and
-// kube_version_min_required.
+// The versions are kubelet_checksums' keys at each tag (roles/kubespray-defaults/defaults/main/
+// checksums.yml in v2.27, roles/kubespray_defaults/vars/main/checksums.yml in v2.28), not
+// older than kube_version_min_required.
 func TestKubeVersionVar(t *testing.T) {
 	for _, tc := range []struct{ kubespray, kube, want, err string }{
 		{"v2.28.0", "1.32.5", "1.32.5", ""},
@@ -33,10 +33,14 @@ func TestKubeVersionVar(t *testing.T) {
 		{"", "1.31.2", "1.31.2", ""},
 		{"v2.27.0", "1.31.4", "v1.31.4", ""}, // v2.27 still writes v1.31.4
 		{"v2.27.1", "1.29.0", "v1.29.0", ""},
-		{"v2.28.0", "1.32.6", "", "Kubernetes 1.32.6 is outside kubespray v2.28.0's range 1.30.0 to 1.32.5"},
+		{"v2.28.0", "1.32.6", "", "Kubernetes 1.32.6 is not one kubespray v2.28.0 has kubelet checksums for: it installs 1.32.0–1.32.5, 1.31.0–1.31.9, 1.30.0–1.30.13 (kubespray v2.28.1 installs it)"},
 		{"v2.28.1", "1.32.8", "1.32.8", ""},
-		{"v2.28.0", "1.29.15", "", "outside kubespray v2.28.0's range"},
-		{"v2.27.0", "1.31.5", "", "kubespray v2.27.1: Kubernetes 1.29.0 to 1.31.9"},
+		{"v2.28.1", "1.31.12", "1.31.12", ""},
+		// Between v2.28.0's oldest and newest, but it has no checksums for it.
+		{"v2.28.0", "1.31.12", "", "Kubernetes 1.31.12 is not one kubespray v2.28.0 has kubelet checksums for"},
+		{"v2.28.0", "1.29.15", "", "Kubernetes 1.29.15 is older than kubespray v2.28.0's kube_version_min_required 1.30.0"},
+		{"v2.27.0", "1.31.5", "", "(kubespray v2.27.1, v2.28.0, v2.28.1 installs it)"},
+		{"v2.28.1", "1.33.0", "", "(no supported release installs it)"},
 		{"v2.26.0", "1.30.0", "", `kubespray "v2.26.0" is not supported`},
 		{"v2.28.0", "1.32", "", "not a Kubernetes version"},
 	} {
@@ -49,6 +53,25 @@ func TestKubeVersionVar(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got)
 	}
+}
+
+// Each release's set: kube_version's default is its newest, and the message compacts runs.
+func TestKubeVersions(t *testing.T) {
+	for tag, want := range map[string]struct{ min, newest, desc string }{
+		"v2.27.0": {"1.29.0", "1.31.4", "1.31.0–1.31.4, 1.30.0–1.30.8, 1.29.0–1.29.12"},
+		"v2.27.1": {"1.29.0", "1.31.9", "1.31.0–1.31.9, 1.30.0–1.30.13, 1.29.0–1.29.15"},
+		"v2.28.0": {"1.30.0", "1.32.5", "1.32.0–1.32.5, 1.31.0–1.31.9, 1.30.0–1.30.13"},
+		"v2.28.1": {"1.30.0", "1.32.8", "1.32.0–1.32.8, 1.31.0–1.31.12, 1.30.0–1.30.14"},
+	} {
+		p, patch, err := ProfileFor(tag)
+		require.NoError(t, err)
+		assert.Equal(t, want.min, p.MinRequired(patch).String(), tag)
+		assert.Equal(t, want.newest, p.DefaultKube(patch).String(), tag)
+		assert.Equal(t, want.desc, p.DescribeKube(patch), tag)
+	}
+	assert.Equal(t, [][2]KubeVersion{{{30, 0}, {30, 1}}, {{30, 3}, {30, 3}}, {{31, 0}, {31, 0}}},
+		kubeRuns([]KubeVersion{{30, 0}, {30, 1}, {30, 3}, {31, 0}}), "a gap starts a run, and so does a minor")
+	assert.Equal(t, "1.31.0, 1.30.3, 1.30.0–1.30.1", describeRuns(kubeRuns([]KubeVersion{{30, 0}, {30, 1}, {30, 3}, {31, 0}})))
 }
 
 func TestArgv(t *testing.T) {

@@ -22,7 +22,11 @@ func (p *Profile) CheckPlaybook(op Operation, inv Inventory, vars map[string]any
 	case Remove:
 		node, _ := all("node").(string)
 		if node == "" {
-			// v2.28's first play; v2.27 has none and removes every host (hosts: node | default(...)).
+			// v2.28's first play asserts it; v2.27 asserts nothing and, its plays targeting
+			// node | default('etcd:k8s_cluster:calico_rr'), would reset every host.
+			if p.ValidateRole == "" {
+				return []error{Violation{Role: PolicyRole, Msg: "remove-node.yml needs -e node: without it kubespray " + p.Minor + " resets every host of the cluster"}}
+			}
 			return []error{Violation{"remove_node.yml", "Assert that nodes are specified for removal", "No nodes specified for removal. The `node` variable must be set explicitly."}}
 		}
 		if !truthy(all("skip_confirmation")) {
@@ -32,7 +36,9 @@ func (p *Profile) CheckPlaybook(op Operation, inv Inventory, vars map[string]any
 		nodes := strings.Split(node, ",")
 		for _, g := range []string{p.Groups.ControlPlane, p.Groups.Etcd} {
 			if len(inv[g]) > 0 && slices.Contains(nodes, inv[g][0]) {
-				return []error{Violation{"remove_node.yml", "Post node removal", fmt.Sprintf("Currently cannot remove first control plane node or first etcd node (%s is the first of %s)", inv[g][0], g)}}
+				// Not an assertion: a comment above remove_node.yml's "Post node removal" play
+				// ("Currently cannot remove first control plane node or first etcd node").
+				return []error{Violation{Role: PolicyRole, Msg: fmt.Sprintf("%s is the first host of %s, and kubespray's remove_node.yml says (in a comment) that it cannot remove the first control plane node or first etcd node", inv[g][0], g)}}
 			}
 		}
 		return nil
@@ -57,7 +63,7 @@ func (p *Profile) CheckPlaybook(op Operation, inv Inventory, vars map[string]any
 	if errs := p.CheckInventory(inv, merged, patch); len(errs) > 0 {
 		return errs
 	}
-	if len(op.Limit) > 0 && !truthy(merged["ignore_assert_errors"]) {
+	if len(op.Limit) > 0 && !jinjaTrue(merged["ignore_assert_errors"]) {
 		var uncached []string
 		for _, h := range inv[p.Groups.Cluster] {
 			if !inv.matches(op.Limit, h) && !cached(h) {

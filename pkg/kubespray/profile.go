@@ -39,10 +39,6 @@ type Profile struct {
 	Minor string
 	// AnsibleCoreMin <= ansible-core < AnsibleCoreMax (playbooks/ansible_version.yml).
 	AnsibleCoreMin, AnsibleCoreMax string
-	// KubeMin is kube_version_min_required; KubeMax the newest Kubernetes of each patch
-	// release (the first key of kubelet_checksums), indexed by patch.
-	KubeMin KubeVersion
-	KubeMax []KubeVersion
 	// VPrefix: versions are written "v1.31.4" (v2.27) rather than "1.32.5" (v2.28 normalised
 	// them and asserts that no version starts with 'v').
 	VPrefix bool
@@ -72,7 +68,8 @@ const (
 var KnownBooleans = []string{"download_run_once", "deploy_netchecker", "download_always_pull", "helm_enabled", "openstack_lbaas_enabled"}
 
 // VersionVars are the *_version variables v2.28 asserts carry no leading 'v' ("Stop if some
-// versions have a 'v' left at the start" and "... derived versions ...").
+// versions have a 'v' left at the start"); DerivedVersionVars those of "Stop if some derived
+// versions have a 'v' left at the start".
 var VersionVars = []string{
 	"argocd_version", "aws_ebs_csi_plugin_version", "azure_csi_plugin_version", "calico_version", "calico_apiserver_version",
 	"calico_ctl_version", "calico_typha_version", "cert_manager_version", "cilium_cli_version", "cilium_version",
@@ -80,8 +77,10 @@ var VersionVars = []string{
 	"gateway_api_version", "gcp_pd_csi_plugin_version", "helm_version", "kube_ovn_version", "kube_router_version",
 	"kube_version", "kube_vip_version", "local_path_provisioner_version", "local_volume_provisioner_version",
 	"metallb_version", "metrics_server_version", "multus_version", "netcheck_version", "runc_version", "skopeo_version",
-	"yq_version", "etcd_version", "pod_infra_version",
+	"yq_version",
 }
+
+var DerivedVersionVars = []string{"etcd_version", "pod_infra_version"}
 
 var standardGroups = Groups{ControlPlane: "kube_control_plane", Etcd: "etcd", Node: "kube_node", Cluster: "k8s_cluster"}
 
@@ -95,12 +94,10 @@ var standardPlaybooks = map[Playbook]string{
 var Profiles = []*Profile{
 	{
 		Minor: "v2.27", AnsibleCoreMin: "2.16.4", AnsibleCoreMax: "2.17.0",
-		KubeMin: KubeVersion{29, 0}, KubeMax: []KubeVersion{{31, 4}, {31, 9}},
 		VPrefix: true, Groups: standardGroups, Playbooks: standardPlaybooks,
 	},
 	{
 		Minor: "v2.28", AnsibleCoreMin: "2.16.4", AnsibleCoreMax: "2.17.0",
-		KubeMin: KubeVersion{30, 0}, KubeMax: []KubeVersion{{32, 5}, {32, 8}},
 		Groups: standardGroups, Playbooks: standardPlaybooks, ValidateRole: "roles/validate_inventory",
 	},
 }
@@ -117,15 +114,16 @@ var (
 func Versions() []string {
 	var out []string
 	for _, p := range Profiles {
-		for patch := range p.KubeMax {
-			out = append(out, fmt.Sprintf("%s.%d", p.Minor, patch))
+		for patch := range p.patches() {
+			out = append(out, p.Tag(patch))
 		}
 	}
 	return out
 }
 
 // ProfileFor returns the profile of a kubespray release (an image tag such as v2.28.0) and
-// its patch number. Only the releases whose Kubernetes range is recorded are supported.
+// its patch number. Only the releases whose Kubernetes versions are recorded
+// (kubeversions_generated.go) are supported.
 func ProfileFor(version string) (*Profile, int, error) {
 	if version == "" {
 		version = DefaultVersion
@@ -133,7 +131,7 @@ func ProfileFor(version string) (*Profile, int, error) {
 	if m := releaseTag.FindStringSubmatch(version); m != nil {
 		for _, p := range Profiles {
 			patch, _ := strconv.Atoi(m[2])
-			if p.Minor == "v2."+m[1] && patch < len(p.KubeMax) {
+			if p.Minor == "v2."+m[1] && patch < p.patches() {
 				return p, patch, nil
 			}
 		}
@@ -163,9 +161,6 @@ func ParseKubeVersion(s string) (KubeVersion, error) {
 	return KubeVersion{minor, patch}, nil
 }
 
-// KubeRange returns the Kubernetes versions a release (patch of p) installs.
-func (p *Profile) KubeRange(patch int) (KubeVersion, KubeVersion) { return p.KubeMin, p.KubeMax[patch] }
-
 // KubeVersionVar checks a Kubernetes version against a kubespray release and returns it in
 // that release's format, for kube_version.
 func KubeVersionVar(kubesprayVersion, kube string) (string, error) {
@@ -177,11 +172,29 @@ func KubeVersionVar(kubesprayVersion, kube string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lo, hi := p.KubeRange(patch)
-	if v.less(lo) || hi.less(v) {
-		return "", fmt.Errorf("Kubernetes %s is outside kubespray %s's range %s to %s (supported: %s)", v, kubesprayOrDefault(kubesprayVersion), lo, hi, SupportedRanges())
+	if min := p.MinRequired(patch); v.less(min) {
+		return "", fmt.Errorf("Kubernetes %s is older than kubespray %s's kube_version_min_required %s (supported: %s)", v, p.Tag(patch), min, p.DescribeKube(patch))
+	}
+	if !p.Supports(patch, v) {
+		return "", fmt.Errorf("Kubernetes %s is not one kubespray %s has kubelet checksums for: it installs %s%s", v, p.Tag(patch), p.DescribeKube(patch), releasesWith(v))
 	}
 	return p.FormatVersion(v), nil
+}
+
+// releasesWith names the supported releases that install v, for an error's advice.
+func releasesWith(v KubeVersion) string {
+	var out []string
+	for _, p := range Profiles {
+		for patch := range p.patches() {
+			if p.Supports(patch, v) {
+				out = append(out, p.Tag(patch))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return " (no supported release installs it)"
+	}
+	return " (kubespray " + strings.Join(out, ", ") + " installs it)"
 }
 
 func kubesprayOrDefault(v string) string {
@@ -199,13 +212,13 @@ func (p *Profile) FormatVersion(v KubeVersion) string {
 	return v.String()
 }
 
-// SupportedRanges names every release with its Kubernetes range, for error messages.
-func SupportedRanges() string {
+// SupportedVersions names every release with the Kubernetes versions it installs, for
+// error messages.
+func SupportedVersions() string {
 	var out []string
 	for _, p := range Profiles {
-		for patch := range p.KubeMax {
-			lo, hi := p.KubeRange(patch)
-			out = append(out, fmt.Sprintf("kubespray %s.%d: Kubernetes %s to %s", p.Minor, patch, lo, hi))
+		for patch := range p.patches() {
+			out = append(out, fmt.Sprintf("kubespray %s: Kubernetes %s", p.Tag(patch), p.DescribeKube(patch)))
 		}
 	}
 	sort.Strings(out)

@@ -151,7 +151,7 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec.kubespray.version: %w", err)
 	}
-	kube := profile.KubeMax[patch] // kube_version's default: the newest of kubelet_checksums
+	kube := profile.DefaultKube(patch) // kube_version's default: the newest of kubelet_checksums
 	field, version := "spec.kubernetes.version", ""
 	if p.Spec.Kubernetes != nil {
 		version = p.Spec.Kubernetes.Version
@@ -434,7 +434,7 @@ func (d nodeDiff) refuse(applied []bpav1.HostStatus) error {
 	}
 	first := masters[0]
 	if slices.Contains(d.removed, first) {
-		return &Refusal{"spec.masters", ReasonFirstControlPlane, fmt.Sprintf("%s is the first control-plane node, which kubespray's remove-node.yml cannot remove (\"Currently cannot remove first control plane node or first etcd node\"); keep it", first)}
+		return &Refusal{"spec.masters", ReasonFirstControlPlane, fmt.Sprintf("BPA policy: %s is the first control-plane node, and kubespray's remove_node.yml says (in a comment, not a check) that it cannot remove the first control plane node or first etcd node; keep it", first)}
 	}
 	for _, m := range d.addedMasters {
 		if m < first {

@@ -58,8 +58,9 @@ func ReadDocuments(data []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// ValidateFile checks every BPA object in a file against the CRDs and the admission policy
-// and returns the typed objects that passed. Objects of other API groups (BareMetalHosts,
+// ValidateFile checks every BPA object in a file against the CRDs and the admission policy,
+// and a Provisioning's variables against the chosen kubespray release's assertions
+// (ValidateKubesprayVars), and returns the typed objects that passed. Objects of other API groups (BareMetalHosts,
 // Secrets) are left alone. The file name is only used in the problems.
 func ValidateFile(ctx context.Context, file string, data []byte) ([]Document, []Problem) {
 	objs, err := ReadDocuments(data)
@@ -73,6 +74,12 @@ func ValidateFile(ctx context.Context, file string, data []byte) ([]Document, []
 			continue
 		}
 		doc, errs := ValidateUnstructured(ctx, u)
+		if pr, ok := doc.Object.(*bpav1.Provisioning); ok {
+			// Past admission: what the chosen kubespray release would refuse of its variables.
+			if errs = ValidateKubesprayVars(pr); len(errs) > 0 {
+				doc.Object = nil
+			}
+		}
 		for _, e := range errs {
 			f := e.Field
 			if f == "<nil>" || f == "" {

@@ -67,11 +67,17 @@ func checkValid(t *testing.T, paths []string) {
 }
 
 // TestBadCRs: each file in testdata/bad holds one CR with one mistake, and a first-line
-// comment `# want: <field> | <reason substring>`.
+// comment `# want: <field> | <reason substring>`. Those of testdata/bad/kubespray are what the
+// chosen kubespray release refuses of the variables, which admission cannot see (the
+// integration test checks the apiserver refuses the others).
 func TestBadCRs(t *testing.T) {
 	cases, err := filepath.Glob("testdata/bad/*.yaml")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(cases), 20)
+	kubesprayCases, err := filepath.Glob("testdata/bad/kubespray/*.yaml")
+	require.NoError(t, err)
+	require.Len(t, kubesprayCases, 5)
+	cases = append(cases, kubesprayCases...)
 	for _, c := range cases {
 		t.Run(filepath.Base(c), func(t *testing.T) {
 			wantField, wantReason := BadCaseExpectation(t, c)

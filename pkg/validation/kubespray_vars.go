@@ -1,0 +1,62 @@
+package validation
+
+import (
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// ValidateKubesprayVars runs, on the variables a Provisioning gives kubespray (the vars file
+// render-inventory writes: kubespray.extraVars, kubernetes.version, podSubnet, ...), the
+// assertions the chosen kubespray release makes on variables before it touches a host
+// (kubespray.CheckVars), so that `bpa lint` refuses what kubespray would, as `bpa plan` does.
+// Admission does not: the CRD cannot see extraVars' values. Each problem names the extraVars
+// variable without which the assertion passes, or spec.kubespray.extraVars when no single one.
+func ValidateKubesprayVars(p *bpav1.Provisioning) field.ErrorList {
+	check := func(spec *bpav1.ProvisioningSpec) ([]error, error) {
+		params, err := translator.ProvisioningParameters(&bpav1.Provisioning{ObjectMeta: p.ObjectMeta, Spec: *spec})
+		if err != nil {
+			return nil, err
+		}
+		profile, patch, err := kubespray.ProfileForImage(params["kubespray-image"])
+		if err != nil {
+			return nil, err
+		}
+		data, err := inventory.ExtraVars(spec)
+		if err != nil {
+			return nil, err
+		}
+		vars, err := inventory.ReadVars(data)
+		if err != nil {
+			return nil, err
+		}
+		return profile.CheckVars(vars, patch), nil
+	}
+	violations, err := check(&p.Spec)
+	if err != nil {
+		return nil // what render-inventory refuses is the other checks' to report
+	}
+	root := field.NewPath("spec", "kubespray", "extraVars")
+	var errs field.ErrorList
+	for _, e := range violations {
+		f := root
+		if p.Spec.Kubespray != nil {
+			for _, k := range slices.Sorted(maps.Keys(p.Spec.Kubespray.ExtraVars)) {
+				without := p.Spec.DeepCopy()
+				delete(without.Kubespray.ExtraVars, k)
+				if rest, err := check(without); err == nil && !slices.ContainsFunc(rest, func(r error) bool { return r.Error() == e.Error() }) {
+					f = root.Child(k)
+					break
+				}
+			}
+		}
+		errs = append(errs, field.Invalid(f, field.OmitValueType{}, "kubespray would refuse it: "+e.Error()))
+	}
+	return errs
+}
