@@ -415,7 +415,7 @@ func (e *env) scenarioRetry(t *testing.T) {
 	assert.True(t, isTrue(failed.Status.Conditions, bpav1.ConditionStalled))
 	// The failed step's log, where a user looks first, shows the failing Ansible task.
 	assertLogLines(t, e.argoLogs(t, failed.Status.Workflow.Name), "run-kubespray",
-		`TASK \[kubernetes/control-plane : kubeadm init\]`, `fatal: \[\S+\]: FAILED! => .*injected failure`, "PLAY RECAP")
+		`TASK \[sim : SIMULATED injected failure in kubernetes/control-plane : kubeadm init\]`, `fatal: \[\S+\]: FAILED! => .*injected failure`, "PLAY RECAP")
 
 	require.NoError(t, os.Remove(e.FailFile))
 	out, err := e.Rig.Argo(e.ctx, "retry", failed.Status.Workflow.Name)

@@ -50,7 +50,7 @@ func (e *env) assertProvisioningLogs(t *testing.T, p *bpav1.Provisioning) {
 		resolve = "resolve-leases-from-file"
 	}
 	assertLogLines(t, logs, resolve, "hosts resolved from leases found", "node "+master.Name+": MAC .* has IP "+regexp.QuoteMeta(master.IP))
-	assertLogLines(t, logs, "run-kubespray", "playbook cluster.yml on every host", `TASK \[kubernetes/control-plane : kubeadm init\]`,
+	assertLogLines(t, logs, "run-kubespray", "playbook cluster.yml on every host", `TASK \[sim : SIMULATED kubeadm init`,
 		"changed: \\["+master.Name+"\\]", "PLAY RECAP")
 	assertLogLines(t, logs, "verify", "node "+master.Name+" .*: Ready")
 	assertLogLines(t, logs, "publish-kubeconfig", "published Secret "+p.Labels["cluster"]+"-kubeconfig")

@@ -104,7 +104,10 @@ func TestSSHKeyAsTheTemplateMountsIt(t *testing.T) {
 	o.SSHPort, o.Playbook = sim.Hosts()[0].Port, "playbooks/facts.yml"
 	inv, err := runkubespray.Build(o, "ansible-playbook", os.Environ())
 	require.NoError(t, err)
-	env, err := Container{Image: o.KubesprayImage, Tmp: t.TempDir()}.Env()
+	control, err := NewControlDir()
+	require.NoError(t, err)
+	t.Cleanup(func() { StopSSHMasters(control) })
+	env, err := Container{Image: o.KubesprayImage, Tmp: t.TempDir(), ControlDir: control}.Env()
 	require.NoError(t, err)
 	tree, err := Tree()
 	require.NoError(t, err)
@@ -130,7 +133,11 @@ func TestRunKubesprayHandsAnsibleAPrivateKey(t *testing.T) {
 	require.Equal(t, os.FileMode(0o440), fi.Mode().Perm(), "the kubelet's widening, as the test writes it")
 
 	tmp := t.TempDir()
-	env, err := Container{Image: "quay.io/kubespray/kubespray:" + "v2.28.1", Tmp: tmp}.Env()
+	t.Setenv("TMPDIR", tmp)
+	control, err := NewControlDir()
+	require.NoError(t, err)
+	t.Cleanup(func() { StopSSHMasters(control) })
+	env, err := Container{Image: "quay.io/kubespray/kubespray:v2.28.1", Tmp: tmp, ControlDir: control}.Env()
 	require.NoError(t, err)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -143,7 +150,5 @@ func TestRunKubesprayHandsAnsibleAPrivateKey(t *testing.T) {
 	o.Inventory, o.ExtraVars, o.SSHKey, o.KnownHosts = ini, vars, key, sim.KnownHostsPath()
 	o.SSHPort, o.Playbook, o.KubesprayImage = sim.Hosts()[0].Port, "playbooks/facts.yml", "quay.io/kubespray/kubespray:v2.28.1"
 	require.NoError(t, runkubespray.Run(context.Background(), o))
-	left, err := filepath.Glob(filepath.Join(tmp, "bpa-ssh-*"))
-	require.NoError(t, err)
-	require.Empty(t, left, "the private copy is removed when the step ends")
+	require.NoDirExists(t, filepath.Dir(runkubespray.PrivateKey(tmp)), "the private copy is removed when the step ends")
 }

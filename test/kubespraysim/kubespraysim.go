@@ -12,6 +12,8 @@
 package kubespraysim
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,8 +22,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Environment the rig gives the step container that runs the stand-in kubespray.
@@ -61,10 +65,18 @@ type Container struct {
 	RecordDir     string
 	// Agent is the built agent (BuildAgent).
 	Agent string
-	// Tmp is the container's own /tmp: kubespray's facts cache, Ansible's home and its
-	// ssh control sockets, gone with the container.
+	// Tmp is the container's own /tmp ($TMPDIR): kubespray's facts cache and Ansible's
+	// home, gone with the container.
 	Tmp string
+	// ControlDir, when set, holds Ansible's ssh control sockets (ControlPersist). A real
+	// container's are under /root/.ansible/cp; a test's $TMPDIR is too long a path for a
+	// unix socket (108 bytes), so the rig gives each container a short one (NewControlDir).
+	ControlDir string
 }
+
+// NewControlDir makes a short directory for a container's ssh control sockets; remove it
+// with StopSSHMasters.
+func NewControlDir() (string, error) { return os.MkdirTemp("/tmp", "bpa-cp-") }
 
 // Env returns the environment variables of c to add to the container's, besides the step's own.
 func (c Container) Env() ([]string, error) {
@@ -88,7 +100,7 @@ func (c Container) Env() ([]string, error) {
 		"ANSIBLE_CACHE_PLUGIN_CONNECTION=" + c.Tmp,
 		"ANSIBLE_LOCAL_TEMP=" + filepath.Join(c.Tmp, "ansible-local"),
 		"HOME=" + home,
-		"TMPDIR=" + c.Tmp,
+		"ANSIBLE_SSH_CONTROL_PATH_DIR=" + cmp.Or(c.ControlDir, filepath.Join(home, ".ansible", "cp")),
 		// The tree is shared by every container: keep Python from writing into it.
 		"PYTHONDONTWRITEBYTECODE=1",
 	}, nil
@@ -252,4 +264,22 @@ func Check(args []string, image, tmp string) error {
 		err = errors.New("ended without reaching the end of the checks")
 	}
 	return fmt.Errorf("ansible-playbook %s: %w\n%s", strings.Join(args, " "), err, out)
+}
+
+// StopSSHMasters ends the ssh control masters (ControlPersist=30m) that a container's runs
+// left in dir, its ControlDir, and removes dir. A container's processes end with it, but the
+// masters left their session, so the end of its process group does not reach them.
+func StopSSHMasters(dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	marker := []byte(dir + "/")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(cmdline, marker) || !bytes.HasPrefix(cmdline, []byte("ssh")) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}
+	_ = os.RemoveAll(dir)
 }

@@ -88,7 +88,7 @@ func TestPlanAddWorker(t *testing.T) {
 			assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 			var argv []string
 			readJSON(t, filepath.Join(dir, "02-scale", "argv.json"), &argv)
-			assert.Equal(t, []string{"ansible-playbook", "-i", "/tmp/bpa/in/hosts.ini", "--private-key", "/etc/bpa/ssh/ssh-privatekey", "-u", "root", "-b",
+			assert.Equal(t, []string{"ansible-playbook", "-i", "/tmp/bpa/in/hosts.ini", "--private-key", "/tmp/bpa/ssh/ssh-privatekey", "-u", "root", "-b",
 				"--limit", "worker-2", "-e", "@/tmp/bpa/in/extra-vars.yaml"}, argv[:12])
 			assert.Equal(t, "scale.yml", argv[len(argv)-1])
 			readJSON(t, filepath.Join(dir, "01-facts", "argv.json"), &argv)
@@ -107,7 +107,7 @@ func TestPlanAddWorker(t *testing.T) {
 	for _, want := range []string{
 		"## Step 1/1 scale-workers: add worker worker-2\n## nodes: worker-2\n",
 		"\n# 1. facts: gather every host's facts for scale.yml's --limit\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'",
-		"\n# 2. scale: add worker worker-2\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini' '--private-key' '/etc/bpa/ssh/ssh-privatekey' '-u' 'root' '-b' '--limit' 'worker-2' ",
+		"\n# 2. scale: add worker worker-2\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini' '--private-key' '/tmp/bpa/ssh/ssh-privatekey' '-u' 'root' '-b' '--limit' 'worker-2' ",
 		"worker-2 ansible_host=127.0.1.13 ip=127.0.1.13\n",
 	} {
 		assert.Contains(t, out, want)

@@ -13,6 +13,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -201,14 +202,21 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	}
 	extra := append([]string(nil), s.kubesprayEnv...)
 	s.mu.Unlock()
-	// The container's own /tmp, where kubespray's ansible.cfg caches facts: gone with it.
-	tmp, err := os.MkdirTemp(s.dir, "kubespray-tmp-")
+	// The container's own /tmp (the stand-in kubelet's $TMPDIR for the pod), where
+	// kubespray's ansible.cfg caches facts: gone with it.
+	tmp := envOf(e.Env, "TMPDIR")
+	if tmp == "" {
+		return 0, errors.New("the stand-in kubelet gave the kubespray container no TMPDIR")
+	}
+	control, err := kubespraysim.NewControlDir()
 	if err != nil {
 		return 0, err
 	}
+	// A container's processes end with it: Ansible's ssh masters too.
+	defer kubespraysim.StopSSHMasters(control)
 	env, err := kubespraysim.Container{
 		Image: e.Image, AppKubeconfig: s.App.Kubeconfig, KubeDirs: dirs, FailFile: s.FailFile,
-		RecordDir: s.KubesprayRuns, Agent: agent, Tmp: tmp,
+		RecordDir: s.KubesprayRuns, Agent: agent, Tmp: tmp, ControlDir: control,
 	}.Env()
 	if err != nil {
 		return 0, err
@@ -221,6 +229,15 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	e.Env = append(append(e.Env, env...), extra...)
 	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray's playbooks are the stand-in tree test/kubespraysim/kubespray, run by the real ansible-playbook; the run-kubespray step itself is real")
 	return kubelet.ExecRunner(ctx, e)
+}
+
+func envOf(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func hasPath(env []string) bool {

@@ -216,6 +216,7 @@ func InventoryWithout(tmp string, i int) string {
 // filtered one when op leaves hosts out.
 func (o Options) forOperation(p *kubespray.Profile, op kubespray.Operation, i int, tmp string) (Options, error) {
 	o.Playbook, o.Limit, o.PlaybookVars = p.Playbooks[op.Playbook], strings.Join(op.Limit, ","), ""
+	o.SSHKey = PrivateKey(tmp)
 	if len(op.Vars) > 0 {
 		b, err := json.Marshal(op.Vars)
 		if err != nil {
@@ -443,7 +444,6 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		oo.SSHKey = key
 		if len(op.Without) > 0 {
 			if err := writeWithout(oo.Inventory, ini, op.Without); err != nil {
 				return fmt.Errorf("operation %d (%s): %w", i+1, op.Playbook, err)
@@ -462,26 +462,33 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// privateKey copies the SSH key to a file only this process's user can read (0600, in a
-// 0700 directory under tmp) and returns its path; the caller removes the directory.
-// OpenSSH, which Ansible runs, ignores a key that its group or others may read ("UNPROTECTED
-// PRIVATE KEY FILE", then "Permission denied (publickey)"), and a kubelet writes a Secret's
-// files with the volume's defaultMode, widened to group-readable (|0440) whenever the pod
-// has an fsGroup, which a site's admission (OpenShift's SCCs, a policy engine) may inject
-// into any pod. The WorkflowTemplate mounts the key 0400, but the step must not depend on
-// what the cluster does to its pod spec.
+// PrivateKey is where the step keeps the copy of the SSH key it hands ansible-playbook: under
+// tmp, the container's own /tmp, in a directory only its user may enter. `bpa plan` prints
+// this path in the argv, as the step runs it.
+func PrivateKey(tmp string) string { return filepath.Join(tmp, "bpa", "ssh", "ssh-privatekey") }
+
+// privateKey copies the SSH key to PrivateKey(tmp), readable by this process's user only
+// (0600 in a 0700 directory). OpenSSH, which Ansible runs, ignores a key that its group or
+// others may read ("UNPROTECTED PRIVATE KEY FILE", then "Permission denied (publickey)"), and
+// a kubelet writes a Secret's files with the volume's defaultMode, widened to group-readable
+// (|0440) whenever the pod has an fsGroup, which a site's admission (OpenShift's SCCs, a
+// policy engine) may inject into any pod. The WorkflowTemplate mounts the key 0400, but the
+// step must not depend on what the cluster does to its pod spec.
 func privateKey(src, tmp string) (string, error) {
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return "", fmt.Errorf("SSH private key: %w", err)
 	}
-	dir, err := os.MkdirTemp(tmp, "bpa-ssh-")
-	if err != nil {
+	key := PrivateKey(tmp)
+	dir := filepath.Dir(key)
+	// A rerun in the same container finds the last copy: start from nothing.
+	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
-	key := filepath.Join(dir, "ssh-privatekey")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
 	if err := os.WriteFile(key, data, 0o600); err != nil {
-		os.RemoveAll(dir)
 		return "", err
 	}
 	return key, nil

@@ -137,6 +137,8 @@ func fixture(t *testing.T, exitCode string) (Options, string) {
 	t.Helper()
 	dir := t.TempDir()
 	t.Chdir(dir)
+	// The container's own /tmp, where the step keeps its private copy of the key.
+	t.Setenv("TMPDIR", t.TempDir())
 	write := func(name, content string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -163,7 +165,7 @@ func TestRunExecsWithoutAShell(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
 	require.Len(t, lines, 15)
-	assert.Equal(t, []string{"-i", o.Inventory, "--private-key", o.SSHKey, "-u", "root", "-b", "-e", "@" + o.ExtraVars, "-e"}, lines[:10])
+	assert.Equal(t, []string{"-i", o.Inventory, "--private-key", PrivateKey(os.TempDir()), "-u", "root", "-b", "-e", "@" + o.ExtraVars, "-e"}, lines[:10])
 	assert.Contains(t, lines[10], `"ansible_ssh_common_args":"-o StrictHostKeyChecking=yes -o UserKnownHostsFile=`+o.KnownHosts+`"`)
 	assert.Equal(t, "cluster.yml", lines[11])
 	assert.Equal(t, "ANSIBLE_HOST_KEY_CHECKING=true", lines[12], "the environment carries it too")

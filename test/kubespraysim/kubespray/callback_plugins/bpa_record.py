@@ -27,6 +27,11 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook):
         self._start = time.monotonic_ns()
+        image = os.environ.get('BPA_SIM_KUBESPRAY_IMAGE', '')
+        ref = image.split('@')[0]
+        release = ref.rsplit(':', 1)[-1] if ':' in ref.rsplit('/', 1)[-1] else 'unknown'
+        self._display.display('SIMULATED kubespray %s %s: the stand-in playbooks (test/kubespraysim/kubespray), '
+                              'run by the real ansible-playbook' % (release, os.path.basename(sys.argv[-1])))
         root = os.environ.get('BPA_SIM_RECORD_DIR')
         if not root:
             return
