@@ -54,6 +54,31 @@ func CheckExtraVarName(p *field.Path, k string) *field.Error {
 	if strings.HasPrefix(strings.ToLower(k), "ansible_") && !allowedAnsibleVars[k] {
 		return field.Forbidden(p.Child(k), "BPA sets Ansible's connection variables itself from spec.ssh; of the ansible_* variables only ansible_python_interpreter may be set")
 	}
+	if task, ok := kubespray.ControllerVars[k]; ok {
+		return field.Forbidden(p.Child(k), "it makes kubespray act on the Ansible controller, the run-kubespray container that holds the cluster's SSH key: "+task)
+	}
+	return nil
+}
+
+// CheckExtraVar checks one top-level variable of extraVars (p names extraVars): its name, its
+// value, and what it makes Ansible run.
+func CheckExtraVar(p *field.Path, k string, v any) *field.Error {
+	if err := CheckExtraVarName(p, k); err != nil {
+		return err
+	}
+	return checkExtraVar(p, k, v)
+}
+
+// checkExtraVar checks a variable whose name passed CheckExtraVarName.
+func checkExtraVar(p *field.Path, k string, v any) *field.Error {
+	if err := CheckExtraVarValue(p.Child(k), v); err != nil {
+		return err
+	}
+	if s, ok := v.(string); k == "ansible_python_interpreter" && (!ok || !kubespray.PythonInterpreter.MatchString(s)) {
+		return field.Invalid(p.Child(k), field.OmitValueType{}, "want a plain path of a Python 3 interpreter (/usr/bin/python3, /usr/bin/python3.11, "+
+			"/usr/local/bin/python3, /usr/libexec/platform-python) or auto, auto_silent, auto_legacy, auto_legacy_silent: Ansible runs this value as a command line, "+
+			"on the hosts and on the run-kubespray container alike")
+	}
 	return nil
 }
 
@@ -134,7 +159,7 @@ func checkVars(vars map[string]any) error {
 			}
 			continue
 		}
-		if err := CheckExtraVarValue(root.Child(k), vars[k]); err != nil {
+		if err := checkExtraVar(root, k, vars[k]); err != nil {
 			return err
 		}
 	}

@@ -34,9 +34,7 @@ func validateExtraVars(obj *unstructured.Unstructured) field.ErrorList {
 		if m[k] == nil {
 			continue // the apiserver drops a null variable before admission (it is not nullable)
 		}
-		if err := inventory.CheckExtraVarName(p, k); err != nil {
-			errs = append(errs, err)
-		} else if err := inventory.CheckExtraVarValue(p.Child(k), m[k]); err != nil {
+		if err := inventory.CheckExtraVar(p, k, m[k]); err != nil {
 			errs = append(errs, err)
 		}
 	}
