@@ -35,4 +35,3 @@ func TestCRInterpreterRunsOnTheController(t *testing.T) {
 	_ = Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "-e", "@" + vars, "remove-node.yml"}, "quay.io/kubespray/kubespray:v2.28.0", t.TempDir())
 	assert.FileExists(t, marker, "the stand-in's localhost play, like kubespray's, runs the interpreter it is given")
 }
-
