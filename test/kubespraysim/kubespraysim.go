@@ -257,11 +257,10 @@ func Check(args []string, image, tmp string) error {
 	cmd.Dir = tree
 	cmd.Env = append(append(os.Environ(), env...), EnvCheckOnly+"=true", "ANSIBLE_NOCOLOR=1")
 	out, err := cmd.CombinedOutput()
-	if strings.Contains(string(out), CheckOnlyPassed) {
+	// A playbook that changes hosts ends at CheckOnlyPassed; playbooks/facts.yml only reads,
+	// and ends by itself.
+	if err == nil || strings.Contains(string(out), CheckOnlyPassed) {
 		return nil
-	}
-	if err == nil {
-		err = errors.New("ended without reaching the end of the checks")
 	}
 	return fmt.Errorf("ansible-playbook %s: %w\n%s", strings.Join(args, " "), err, out)
 }
