@@ -72,7 +72,8 @@ func run(t *runT, root, logDir string) {
 
 	say("BPA demo: real etcd, kube-apiserver, Argo workflow-controller, BPA controller and sshd.")
 	say("SIMULATED: the bare-metal nodes (sshd on 127.0.1.x, a stand-in kubelet running step pods")
-	say("as local processes) and kubespray's own run. Every BPA step runs its real code.")
+	say("as local processes) and what kubespray's roles do to a machine: the real ansible-playbook")
+	say("runs stand-in playbooks over real OpenSSH. Every BPA step runs its real code.")
 	say("starting the embedded control plane and simulated site (logs in %s)...", rel(root, logDir))
 	start := time.Now()
 	site := sim.New(t, sim.Options{LogDir: logDir})
