@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
@@ -109,14 +110,19 @@ func TestWorkerLimitIsTrue(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.workers: Too many: 301: must have at most 300 items")
 
-	// A 1,000-node cluster: the 315 named nodes and twenty worker pools of the longest names,
-	// each with a selector and every requirement, within the apiserver's CEL cost budget.
+	// A 1,000-node cluster (MaxNodes): the 315 named nodes and twenty worker pools of the
+	// longest names, each with a selector and every requirement, within the apiserver's CEL
+	// cost budget.
 	thousand := provisioning(15, 300, nil)
 	var pools []any
 	for i := range 20 {
 		name := fmt.Sprintf("pool-%02d-", i)
+		replicas := int64(35)
+		if i == 19 {
+			replicas = bpav1.MaxNodes - 315 - 19*35
+		}
 		pools = append(pools, map[string]any{
-			"name": name + strings.Repeat("p", 40-len(name)), "replicas": int64(35), "cpu": int64(64), "memory": "512Gi", "sriov": true, "qat": true,
+			"name": name + strings.Repeat("p", 40-len(name)), "replicas": replicas, "cpu": int64(64), "memory": "512Gi", "sriov": true, "qat": true,
 			"hostSelector": map[string]any{"matchLabels": map[string]any{"rack": fmt.Sprintf("r%d", i)},
 				"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a", "b"}}}},
 		})
@@ -126,7 +132,17 @@ func TestWorkerLimitIsTrue(t *testing.T) {
 	assert.Empty(t, errs, "lint")
 	start = time.Now()
 	require.NoError(t, create(thousand), "the apiserver refuses 15 masters, 300 named workers and 700 pool members")
-	t.Logf("1,015 nodes (315 named, 20 pools of 35): admitted in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("1,000 nodes (315 named, 20 pools): admitted in %v", time.Since(start).Round(time.Millisecond))
+	// One node more, in any pool, is refused by both, naming the cap.
+	more := thousand.DeepCopy()
+	more.Object["metadata"].(map[string]any)["name"] = "one-more"
+	more.Object["spec"].(map[string]any)["workerPools"].([]any)[0].(map[string]any)["replicas"] = int64(36)
+	_, errs = validation.ValidateUnstructured(ctx, more)
+	require.NotEmpty(t, errs, "lint")
+	assert.Contains(t, errs[0].Error(), "at most 1000 nodes per Provisioning")
+	err = create(more)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at most 1000 nodes per Provisioning")
 	// A named node in a pool's namespace of names is refused, at full size, naming the field.
 	clash := thousand.DeepCopy()
 	clash.Object["spec"].(map[string]any)["workerPools"].([]any)[19].(map[string]any)["name"] = "worker-299"
