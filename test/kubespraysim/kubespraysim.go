@@ -260,6 +260,11 @@ func Check(args []string, image, tmp string) error {
 	if strings.Contains(string(out), CheckOnlyPassed) {
 		return nil
 	}
+	// playbooks/facts.yml checks nothing and changes nothing: it has no check-only end (the
+	// playbooks that import it must go on to theirs), so running to the end is passing.
+	if err == nil && len(args) > 0 && args[len(args)-1] == "playbooks/facts.yml" {
+		return nil
+	}
 	if err == nil {
 		err = errors.New("ended without reaching the end of the checks")
 	}
