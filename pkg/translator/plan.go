@@ -133,6 +133,9 @@ type ChangePlan struct {
 	KubesprayVersion  string `json:"kubesprayVersion"`
 	KubernetesVersion string `json:"kubernetesVersion"`
 	Settings          string `json:"settings"`
+	// Immutable are the values of kubespray's immutable settings the spec asks for
+	// (kubespray.ImmutableValues), recorded in status.applied once the cluster has them.
+	Immutable map[string]string `json:"immutable,omitempty"`
 }
 
 // Operations lists every operation of the plan in order.
@@ -161,6 +164,7 @@ const (
 	ReasonFirstControlPlane  = "FirstControlPlaneNode"
 	ReasonRoleChange         = "NodeRoleChange"
 	ReasonHostChange         = "NodeHostChange"
+	ReasonImmutableSetting   = bpav1.ReasonImmutableSetting
 )
 
 // PlanChange plans the run that takes the cluster from p.Status.Applied to p.Spec. It is
@@ -198,7 +202,11 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: settings}
+	immutable, err := immutableValues(&p.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: settings, Immutable: immutable}
 
 	desired, err := hostmatch.Desired(p)
 	if err != nil {
@@ -211,6 +219,9 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		return plan, nil
 	}
 
+	if err := refuseImmutable(&p.Spec, applied.Immutable, immutable); err != nil {
+		return nil, err
+	}
 	d := diff(applied.Hosts, desired)
 	if err := d.refuse(applied.Hosts); err != nil {
 		return nil, err
@@ -401,6 +412,31 @@ func SettingsDigest(spec *bpav1.ProvisioningSpec) (string, error) {
 	inv, _ := json.Marshal(spec.Inventory)
 	sum := sha256.Sum256(append(append(vars, 0), inv...))
 	return hex.EncodeToString(sum[:8]), nil
+}
+
+// immutableValues are the values of kubespray's immutable settings in the vars file the
+// spec renders.
+func immutableValues(spec *bpav1.ProvisioningSpec) (map[string]string, error) {
+	vars, err := inventory.DecodedExtraVars(spec)
+	if err != nil {
+		return nil, err
+	}
+	return kubespray.ImmutableValues(vars), nil
+}
+
+// refuseImmutable refuses a change of a setting the live cluster keeps, naming the spec
+// field that sets it.
+func refuseImmutable(spec *bpav1.ProvisioningSpec, applied, desired map[string]string) error {
+	s := kubespray.ImmutableChange(applied, desired)
+	if s == nil {
+		return nil
+	}
+	field := "spec.kubespray.extraVars." + s.Var
+	if s.Var == inventory.PodSubnetVar && spec.PodSubnet != "" {
+		field = "spec.PodSubnet"
+	}
+	return &Refusal{field, ReasonImmutableSetting, fmt.Sprintf("%s is %s in the running cluster and would become %s: %s (%s). Keep %s, or build a new cluster",
+		s.Var, applied[s.Var], desired[s.Var], s.Why, s.Source(), applied[s.Var])}
 }
 
 // nodeDiff is how the desired nodes differ from the applied ones.

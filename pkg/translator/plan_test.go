@@ -39,7 +39,7 @@ func appliedAs(t *testing.T, spec string, hosts ...bpav1.HostStatus) *bpav1.Appl
 	t.Helper()
 	c, err := translator.PlanChange(day2(t, spec, nil))
 	require.NoError(t, err)
-	return &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings}
+	return &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings, Immutable: c.Immutable}
 }
 
 type wantStep struct {
@@ -344,6 +344,40 @@ func TestPlanRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.field+": ")
 		})
 	}
+	t.Run("settings a live cluster keeps", func(t *testing.T) {
+		withVars := func(vars string) string { return base + "\nkubespray: {extraVars: {" + vars + "}}\n" }
+		for name, tc := range map[string]struct{ from, to, field, var_ string }{
+			"PodSubnet":        {base + "\nPodSubnet: 10.244.0.0/16\n", base + "\nPodSubnet: 10.245.0.0/16\n", "spec.PodSubnet", "kube_pods_subnet"},
+			"PodSubnet set":    {base, base + "\nPodSubnet: 10.245.0.0/16\n", "spec.PodSubnet", "kube_pods_subnet"},
+			"service subnet":   {base, withVars("kube_service_addresses: 10.96.0.0/16"), "spec.kubespray.extraVars.kube_service_addresses", "kube_service_addresses"},
+			"network plugin":   {base, withVars("kube_network_plugin: flannel"), "spec.kubespray.extraVars.kube_network_plugin", "kube_network_plugin"},
+			"etcd deployment":  {base, withVars("etcd_deployment_type: kubeadm"), "spec.kubespray.extraVars.etcd_deployment_type", "etcd_deployment_type"},
+			"cluster name":     {base, withVars("cluster_name: edge.local"), "spec.kubespray.extraVars.cluster_name", "cluster_name"},
+			"DNS domain":       {base, withVars("dns_domain: edge.local"), "spec.kubespray.extraVars.dns_domain", "dns_domain"},
+			"calico pool mode": {base, withVars("calico_vxlan_mode: Never"), "spec.kubespray.extraVars.calico_vxlan_mode", "calico_vxlan_mode"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				applied := appliedAs(t, tc.from, m1, w1)
+				require.NotEmpty(t, applied.Immutable)
+				_, err := translator.PlanChange(day2(t, tc.to, applied))
+				var r *translator.Refusal
+				require.True(t, errors.As(err, &r), "want a refusal, got %v", err)
+				assert.Equal(t, bpav1.ReasonImmutableSetting, r.Reason)
+				assert.Equal(t, tc.field, r.Field)
+				assert.Contains(t, r.Message, tc.var_+" is ")
+			})
+		}
+		// A recorded value kept, or a
+		// cluster whose record predates them, plans as before.
+		applied := appliedAs(t, withVars("helm_enabled: false"), m1, w1)
+		c, err := translator.PlanChange(day2(t, withVars("helm_enabled: true"), applied))
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
+		applied.Immutable = nil
+		c, err = translator.PlanChange(day2(t, base+"\nPodSubnet: 10.245.0.0/16\n", applied))
+		require.NoError(t, err)
+		assert.Equal(t, "10.245.0.0/16", c.Immutable["kube_pods_subnet"], "recorded once the run succeeds")
+	})
 	t.Run("kubespray minor skipped or downgraded", func(t *testing.T) {
 		applied := appliedAs(t, base, m1, w1)
 		for from, reason := range map[string]string{"v2.26.0": translator.ReasonSkippedMinor, "v2.29.0": translator.ReasonDowngrade} {

@@ -49,7 +49,11 @@ func appliedFile(t *testing.T, shape string, p *bpav1.Provisioning, kube string,
 	t.Helper()
 	settings, err := translator.SettingsDigest(&p.Spec)
 	require.NoError(t, err)
-	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: settings}
+	built := p.DeepCopy()
+	built.Status = bpav1.ProvisioningStatus{}
+	c, err := translator.PlanChange(built) // the values the cluster was built with
+	require.NoError(t, err)
+	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: settings, Immutable: c.Immutable}
 	var doc any = applied
 	switch shape {
 	case "status":
@@ -263,6 +267,25 @@ func TestPlanRemoveEtcdMasters(t *testing.T) {
 	assert.Contains(t, out, "## Step 1/3 remove-control-plane: master-2 leave the cluster\n")
 	assert.Contains(t, out, "## Step 2/3 remove-control-plane-2: master-3 leave the cluster\n")
 	assert.Contains(t, out, "## Step 3/3 reconfigure-etcd: etcd member master-2, master-3 left")
+}
+
+// A PodSubnet change on a built cluster is refused, naming the field and the rule, and
+// nothing is written: calico's pool keeps its CIDR.
+func TestPlanImmutableSetting(t *testing.T) {
+	workers := []bpav1.HostStatus{appliedWorker1}
+	_, built := byMac(t, workers, "  PodSubnet: 10.244.0.0/16\n")
+	cr, _ := byMac(t, workers, "  PodSubnet: 10.245.0.0/16\n")
+	dir := t.TempDir()
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+	var exit *cli.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.PodSubnet: kube_pods_subnet is 10.244.0.0/16 in the running cluster and would become 10.245.0.0/16")
+	assert.Contains(t, err.Error(), "Check if inventory match current cluster configuration")
+	assert.Contains(t, err.Error(), "(rule "+bpav1.ReasonImmutableSetting+")")
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries)
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1))
+	require.Error(t, err, "printing refuses it too")
 }
 
 // --applied is read strictly: a misspelt field is an error, never a first creation.

@@ -452,6 +452,12 @@ type AppliedState struct {
 	// inventory, subnets, plugins); a change runs cluster.yml on all of them.
 	// +optional
 	Settings string `json:"settings,omitempty"`
+	// Immutable are the values, by kubespray variable, of the settings a live cluster
+	// cannot change (pkg/kubespray's ImmutableSettings: pod and service subnets, network
+	// plugin, etcd deployment type, DNS domain...), as the cluster was built with them. A
+	// change of one is refused with reason ImmutableSetting; one missing here is not compared.
+	// +optional
+	Immutable map[string]string `json:"immutable,omitempty"`
 	// Generation is the generation whose run last changed it.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
