@@ -269,6 +269,10 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus,
 	if err != nil {
 		return nil, err
 	}
+	data, err := inventory.NewData(hosts, opts.Flavor)
+	if err != nil {
+		return nil, err
+	}
 	var out []plannedStep
 	n := 0
 	for _, step := range change.Steps {
@@ -290,11 +294,13 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus,
 					return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
 				}
 			}
-			data, err := inventory.NewData(slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return slices.Contains(op.Without, h.Name) }), opts.Flavor)
-			if err != nil {
-				return nil, err
+			// The groups without the removed nodes, as run-kubespray's inventory.Without leaves
+			// them: between two etcd removals they may hold an even number of etcd members,
+			// which NewData refuses and kubespray's own check (the profile's) judges.
+			groups := kubespray.Inventory{}
+			for g, names := range kubesprayGroups(data) {
+				groups[g] = slices.DeleteFunc(slices.Clone(names), func(h string) bool { return slices.Contains(op.Without, h) })
 			}
-			groups := kubesprayGroups(data)
 			if errs := profile.CheckPlaybook(op, groups, decoded, patch, func(h string) bool { return cached[h] }); len(errs) > 0 {
 				return nil, fmt.Errorf("operation %d (%s): kubespray %s.%d would refuse it: %w", n, op.Playbook, profile.Minor, patch, errs[0])
 			}
@@ -351,7 +357,11 @@ func printPlan(w io.Writer, change *translator.ChangePlan, plan []plannedStep) e
 			if len(op.Without) > 0 {
 				without = ", without " + strings.Join(op.Without, ", ")
 			}
-			fmt.Fprintf(w, "\n# %d. %s: %s\n%s\n\n# hosts.ini (-i %s%s)\n%s\n# vars.yaml (-e @%s)\n%s\n", n, op.Playbook, op.Reason,
+			fmt.Fprintf(w, "\n# %d. %s: %s\n", n, op.Playbook, op.Reason)
+			if t, ok := op.Operation.Vars["drain_timeout"]; ok {
+				fmt.Fprintf(w, "# drains each node: grace period %vs, timeout %v, %v retries (spec.nodeRemoval)\n", op.Operation.Vars["drain_grace_period"], t, op.Operation.Vars["drain_retries"])
+			}
+			fmt.Fprintf(w, "%s\n\n# hosts.ini (-i %s%s)\n%s\n# vars.yaml (-e @%s)\n%s\n",
 				strings.Join(quoted, " "), op.Argv[2], without, op.Inventory, runkubespray.DefaultOptions().ExtraVars, op.Vars)
 		}
 	}

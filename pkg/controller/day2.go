@@ -79,6 +79,7 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
 		// Every step succeeded: the cluster is what the plan aimed at.
 		a := p.Status.Applied
 		a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Generation = c.KubesprayVersion, c.KubernetesVersion, c.Settings, gen
+		a.Immutable = c.Immutable
 	}
 }
 
@@ -111,7 +112,7 @@ func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, h
 	switch {
 	case s.Name == translator.StepCreate:
 		a.Hosts = slices.DeleteFunc(slices.Clone(hosts), func(h bpav1.HostStatus) bool { return h.Removing })
-		a.KubesprayVersion, a.KubernetesVersion, a.Settings = c.KubesprayVersion, c.KubernetesVersion, c.Settings
+		a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Immutable = c.KubesprayVersion, c.KubernetesVersion, c.Settings, c.Immutable
 	case s.Adds:
 		for _, n := range s.Nodes {
 			h, ok := byName[n]
@@ -129,9 +130,11 @@ func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, h
 	case s.Removes:
 		a.Hosts = slices.DeleteFunc(a.Hosts, func(h bpav1.HostStatus) bool { return slices.Contains(s.Nodes, h.Name) })
 	case s.Name == translator.StepUpgrade:
-		a.KubesprayVersion, a.KubernetesVersion, a.Settings = c.KubesprayVersion, c.KubernetesVersion, c.Settings
+		a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Immutable = c.KubesprayVersion, c.KubernetesVersion, c.Settings, c.Immutable
 	case s.Name == translator.StepReconfigure:
-		a.Settings = c.Settings
+		// A cluster built before BPA recorded them learns them here; an applied value
+		// never changes, since the planner refuses that.
+		a.Settings, a.Immutable = c.Settings, c.Immutable
 	}
 	a.Generation = gen
 }

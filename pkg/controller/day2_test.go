@@ -34,7 +34,7 @@ func planned(t *testing.T, c *translator.ChangePlan) *wfv1.Workflow {
 // and leaves once the one that removes it did; folding the same observation twice changes
 // nothing; the versions move only when the whole run succeeded.
 func TestAppliedFollowsSucceededSteps(t *testing.T) {
-	c := &translator.ChangePlan{KubesprayVersion: "v2.28.0", KubernetesVersion: "1.31.4", Settings: "new",
+	c := &translator.ChangePlan{KubesprayVersion: "v2.28.0", KubernetesVersion: "1.31.4", Settings: "new", Immutable: map[string]string{"kube_pods_subnet": "10.244.0.0/16"},
 		Steps: []translator.Step{
 			{Name: translator.StepRemoveWorkers, Nodes: []string{"w1"}, Operations: []kubespray.Operation{{Playbook: kubespray.Remove}}, Removes: true},
 			{Name: translator.StepScaleWorkers, Nodes: []string{"w3"}, Operations: []kubespray.Operation{{Playbook: kubespray.Facts}, {Playbook: kubespray.Scale}}, Adds: true},
@@ -76,6 +76,7 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 	assert.Equal(t, "10.0.0.3", p.Status.Applied.Hosts[2].IP)
 	assert.Equal(t, "1.31.4", p.Status.Applied.KubernetesVersion, "the run succeeded: the plan's versions apply")
 	assert.Equal(t, "new", p.Status.Applied.Settings)
+	assert.Equal(t, map[string]string{"kube_pods_subnet": "10.244.0.0/16"}, p.Status.Applied.Immutable, "the values the cluster now has, for the next plan to keep")
 	assert.Equal(t, int64(3), p.Status.Applied.Generation)
 	require.Len(t, p.Status.Operations, 2, "a retried step updates its record")
 	reportOperations(rec, p, before)

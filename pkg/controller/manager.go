@@ -113,7 +113,7 @@ func observedNodes(nodes wfv1.Nodes) wfv1.Nodes {
 		}
 	}
 	for id, n := range nodes {
-		if step := stepName(n.DisplayName); observedSteps[step] {
+		if step := stepName(n.DisplayName); observedSteps[step] || observedSteps[translator.StepBase(step)] {
 			keep(id, step == "install-software")
 		}
 	}

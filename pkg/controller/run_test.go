@@ -461,3 +461,25 @@ func TestStatusWriteFromAStaleCopyConflicts(t *testing.T) {
 	assert.Equal(t, "written by a newer reconcile", got.Status.Message)
 	assert.Len(t, workflows(t, c), 1, "the run was adopted, not started again")
 }
+
+// A day-2 change of a setting the live cluster keeps (here PodSubnet, kube_pods_subnet)
+// stalls the CR with reason ImmutableSetting naming the field, and starts no run.
+func TestImmutableSettingStalls(t *testing.T) {
+	p := newProvisioning()
+	p.Spec.PodSubnet = "10.244.0.0/16"
+	built, err := translator.PlanChange(p.DeepCopy())
+	require.NoError(t, err)
+	p.Status.Applied = &bpav1.AppliedState{Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master", "worker"}, Etcd: true, IP: "10.0.0.1"}},
+		KubesprayVersion: built.KubesprayVersion, KubernetesVersion: built.KubernetesVersion, Settings: built.Settings, Immutable: built.Immutable}
+	p.Spec.PodSubnet = "10.245.0.0/16"
+	p.Generation = 2
+	r, c, _ := newTestReconciler(p)
+	reconcile(t, r)
+	got := &bpav1.Provisioning{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, got))
+	assert.Empty(t, workflows(t, c))
+	stalled := condition(got, bpav1.ConditionStalled)
+	require.NotNil(t, stalled)
+	assert.Equal(t, bpav1.ReasonImmutableSetting, stalled.Reason)
+	assert.Contains(t, stalled.Message, "spec.PodSubnet: kube_pods_subnet is 10.244.0.0/16 in the running cluster and would become 10.245.0.0/16")
+}

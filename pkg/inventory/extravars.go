@@ -426,3 +426,13 @@ func nodeValue(n *yaml.Node, depth int) (any, error) {
 	}
 	return nil, fmt.Errorf("%s: unexpected YAML", where)
 }
+
+// DecodedExtraVars are the variables of the vars file spec renders (ExtraVars), decoded as
+// Ansible reads them (ReadVars), for the checks that judge them as kubespray would.
+func DecodedExtraVars(spec *bpav1.ProvisioningSpec) (map[string]any, error) {
+	data, err := ExtraVars(spec)
+	if err != nil {
+		return nil, err
+	}
+	return ReadVars(data)
+}

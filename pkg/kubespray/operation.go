@@ -52,7 +52,8 @@ func RemoveNodes(nodes []string, ungraceful bool, reason string) Operation {
 	return Operation{Playbook: Remove, Vars: vars, Reason: reason}
 }
 
-// UpgradeCluster runs upgrade-cluster.yml (kube_version comes from the vars file).
+// UpgradeCluster runs upgrade-cluster.yml (kube_version comes from the vars file); the
+// planner adds the drain settings roles/upgrade/pre-upgrade reads.
 func UpgradeCluster(reason string) Operation { return Operation{Playbook: Upgrade, Reason: reason} }
 
 // ResetCluster runs reset.yml, confirmed.
@@ -65,8 +66,11 @@ func ResetCluster(reason string) Operation {
 var playbookVars = map[Playbook]struct{ allowed, required map[string]func(any) bool }{
 	Remove: {
 		// The drain settings of roles/remove-node/pre-remove (spec.nodeRemoval).
+		// ignore_assert_errors: v2.28's boilerplate.yml checks the inventory here too, and the
+		// inventory between two etcd removals holds an even number of members.
 		allowed: map[string]func(any) bool{"reset_nodes": isBool, "allow_ungraceful_removal": isBool,
-			"drain_grace_period": isCount, "drain_timeout": isSeconds, "drain_retries": isCount},
+			"drain_grace_period": isCount, "drain_timeout": isSeconds, "drain_retries": isCount,
+			"ignore_assert_errors": func(v any) bool { return v == "yes" }},
 		required: map[string]func(any) bool{
 			// v2.27 removes every host when node is missing (hosts: node | default('etcd:k8s_cluster:calico_rr')).
 			"node":              isNodeList,
@@ -75,10 +79,19 @@ var playbookVars = map[Playbook]struct{ allowed, required map[string]func(any) b
 	},
 	Reset: {required: map[string]func(any) bool{"reset_confirmation": func(v any) bool { return v == "yes" }}},
 	// kubespray's procedure to add a control-plane or etcd node runs cluster.yml, then
-	// upgrade-cluster.yml, with it.
-	Cluster: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }}},
-	Upgrade: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }}},
+	// upgrade-cluster.yml, with ignore_assert_errors, and etcd_retries when several etcd
+	// members join in one run (docs/operations/nodes.md, "Adding an etcd node").
+	Cluster: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }, "etcd_retries": isCount}},
+	// upgrade-cluster.yml drains each node with roles/upgrade/pre-upgrade, which reads the
+	// same drain_* variables as remove-node.yml's pre-remove (its defaults: 300, 360s, 3).
+	Upgrade: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }, "etcd_retries": isCount,
+		"drain_grace_period": isCount, "drain_timeout": isSeconds, "drain_retries": isCount}},
 }
+
+// ManyEtcdRetries is the etcd_retries kubespray's docs/operations/nodes.md advises when
+// several etcd members join in one run ("`etcd_retries=10` might work to join 3 new nodes");
+// roles/etcd's default is 4, read by join_etcd_member.yml and configure.yml.
+const ManyEtcdRetries = 10
 
 // isCount accepts a non-negative whole number, as Go or JSON decoding gives it.
 func isCount(v any) bool {

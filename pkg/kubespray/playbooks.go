@@ -2,6 +2,7 @@ package kubespray
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -29,6 +30,13 @@ func (p *Profile) CheckPlaybook(op Operation, inv Inventory, vars map[string]any
 			}
 			return []error{Violation{"remove_node.yml", "Assert that nodes are specified for removal", "No nodes specified for removal. The `node` variable must be set explicitly."}}
 		}
+		if p.ValidateRole != "" {
+			// v2.28's remove_node.yml imports boilerplate.yml, whose "Check inventory settings"
+			// play runs roles/validate_inventory on every host before the confirmation.
+			if errs := p.CheckInventory(inv, mergeVars(vars, op.Vars), patch); len(errs) > 0 {
+				return errs
+			}
+		}
 		if !truthy(all("skip_confirmation")) {
 			// The pause prompt has no terminal in a pod: no answer is not "yes".
 			return []error{Violation{"remove_node.yml", "Fail if user does not confirm deletion", "Delete nodes confirmation failed"}}
@@ -50,16 +58,7 @@ func (p *Profile) CheckPlaybook(op Operation, inv Inventory, vars map[string]any
 	case Facts:
 		return nil
 	}
-	merged := vars
-	if len(op.Vars) > 0 {
-		merged = map[string]any{}
-		for k, v := range vars {
-			merged[k] = v
-		}
-		for k, v := range op.Vars {
-			merged[k] = v
-		}
-	}
+	merged := mergeVars(vars, op.Vars)
 	if errs := p.CheckInventory(inv, merged, patch); len(errs) > 0 {
 		return errs
 	}
@@ -104,3 +103,16 @@ func (inv Inventory) Hosts(limit []string) []string {
 // OperationDir names operation i (from 0) of a plan: `bpa plan -o` writes it, and the
 // SIMULATED kubespray records the runs it was given under the same names.
 func OperationDir(i int, op Operation) string { return fmt.Sprintf("%02d-%s", i+1, op.Playbook) }
+
+// mergeVars is vars with the operation's -e variables over them.
+func mergeVars(vars, opVars map[string]any) map[string]any {
+	if len(opVars) == 0 {
+		return vars
+	}
+	merged := maps.Clone(vars)
+	if merged == nil {
+		merged = map[string]any{}
+	}
+	maps.Copy(merged, opVars)
+	return merged
+}

@@ -296,3 +296,23 @@ func TestPlaybookRules(t *testing.T) {
 	}
 	assert.Empty(t, p.CheckPlaybook(ScaleNodes([]string{"w2"}, ""), playbookInv, map[string]any{"ignore_assert_errors": true}, patch, none))
 }
+
+// v2.28's remove_node.yml imports boilerplate.yml, which checks the inventory: an inventory
+// between two etcd removals (an even number of members) passes only with
+// ignore_assert_errors. v2.27's checks the inventory nowhere in remove_node.yml.
+func TestRemoveNodeChecksInventoryAtV228(t *testing.T) {
+	even := Inventory{"all": {"m1", "m3", "w1"}, "kube_control_plane": {"m1", "m3"}, "etcd": {"m1", "m3"}, "kube_node": {"w1"}, "k8s_cluster": {"m1", "m3", "w1"}}
+	all := func(string) bool { return true }
+	op := RemoveNodes([]string{"m3"}, false, "")
+	p, patch, err := ProfileFor("v2.28.0")
+	require.NoError(t, err)
+	errs := p.CheckPlaybook(op, even, nil, patch, all)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "Stop if even number of etcd hosts", errs[0].(Violation).Task)
+	op.Vars["ignore_assert_errors"] = "yes"
+	assert.NoError(t, p.Validate(op))
+	assert.Empty(t, p.CheckPlaybook(op, even, nil, patch, all))
+	p, patch, err = ProfileFor("v2.27.1")
+	require.NoError(t, err)
+	assert.Empty(t, p.CheckPlaybook(RemoveNodes([]string{"m3"}, false, ""), even, nil, patch, all))
+}

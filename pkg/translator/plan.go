@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,8 +24,10 @@ import (
 //
 //  0. run-kubespray (first creation only): cluster.yml on every host;
 //  1. remove-workers: remove-node.yml for the workers that leave;
-//  2. remove-control-plane: remove-node.yml for the masters that leave, then, when an etcd
-//     member left, reconfigure-etcd: cluster.yml without them (docs/operations/nodes.md);
+//  2. remove-control-plane: remove-node.yml for the masters without etcd that leave, all at
+//     once, then for each etcd member that leaves, one per run (remove-control-plane-2, ...),
+//     then, when an etcd member left, reconfigure-etcd: cluster.yml without them
+//     (docs/operations/nodes.md, "Removing an etcd node");
 //  3. add-control-plane: with etcd members, cluster.yml, then upgrade-control-plane:
 //     upgrade-cluster.yml, both limited to etcd,kube_control_plane with
 //     ignore_assert_errors=yes (nodes.md, "Adding an etcd node"), then update-node-proxies:
@@ -75,7 +78,28 @@ const (
 	StepReset             = "reset"
 )
 
-// PlanSteps are the names every planned step may have, in plan order.
+// Numbered names the n-th step of a kind in one plan: base, then base-2, base-3, ... (one
+// removal per etcd member). StepBase maps such a name back.
+func Numbered(base string, n int) string {
+	if n <= 1 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, n)
+}
+
+// StepBase is the kind of a step name made by Numbered: remove-control-plane-2 is a
+// remove-control-plane.
+func StepBase(name string) string {
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if n, err := strconv.Atoi(name[i+1:]); err == nil && n > 1 && slices.Contains(PlanSteps, name[:i]) {
+			return name[:i]
+		}
+	}
+	return name
+}
+
+// PlanSteps are the names every planned step may have, in plan order (with Numbered's
+// suffixes).
 var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepUpdateNodeProxies, StepScaleWorkers, StepUpgrade, StepReconfigure}
 
 // Step is one DAG task: kubespray operations run in order in one container.
@@ -109,6 +133,9 @@ type ChangePlan struct {
 	KubesprayVersion  string `json:"kubesprayVersion"`
 	KubernetesVersion string `json:"kubernetesVersion"`
 	Settings          string `json:"settings"`
+	// Immutable are the values of kubespray's immutable settings the spec asks for
+	// (kubespray.ImmutableValues), recorded in status.applied once the cluster has them.
+	Immutable map[string]string `json:"immutable,omitempty"`
 }
 
 // Operations lists every operation of the plan in order.
@@ -137,6 +164,7 @@ const (
 	ReasonFirstControlPlane  = "FirstControlPlaneNode"
 	ReasonRoleChange         = "NodeRoleChange"
 	ReasonHostChange         = "NodeHostChange"
+	ReasonImmutableSetting   = bpav1.ReasonImmutableSetting
 )
 
 // PlanChange plans the run that takes the cluster from p.Status.Applied to p.Spec. It is
@@ -174,7 +202,11 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: settings}
+	immutable, err := immutableValues(&p.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: settings, Immutable: immutable}
 
 	desired, err := hostmatch.Desired(p)
 	if err != nil {
@@ -187,6 +219,9 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		return plan, nil
 	}
 
+	if err := refuseImmutable(&p.Spec, applied.Immutable, immutable); err != nil {
+		return nil, err
+	}
 	d := diff(applied.Hosts, desired)
 	if err := d.refuse(applied.Hosts); err != nil {
 		return nil, err
@@ -204,25 +239,34 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	}
 
 	var gone []string
-	remove := func(name string, nodes []string, etcd bool) {
+	// etcdLeft counts the applied etcd members an operation's inventory still holds.
+	etcdLeft := func() int {
+		n := 0
+		for _, h := range applied.Hosts {
+			if h.Etcd && !h.Removing && !slices.Contains(gone, h.Name) {
+				n++
+			}
+		}
+		return n
+	}
+	remove := func(name string, nodes []string) {
 		op := kubespray.RemoveNodes(nodes, false, fmt.Sprintf("remove %s", strings.Join(nodes, ", ")))
-		for k, v := range drainVars(p.Spec.NodeRemoval) {
-			op.Vars[k] = v
+		maps.Copy(op.Vars, drainVars(p.Spec.NodeRemoval))
+		if etcdLeft()%2 == 0 {
+			// Between two etcd removals the inventory holds an even number of members, which
+			// v2.28's boilerplate.yml refuses ("Stop if even number of etcd hosts",
+			// roles/validate_inventory) even in remove_node.yml: as kubespray's own procedure
+			// for adding etcd members passes the even state in between (nodes.md).
+			op.Vars["ignore_assert_errors"] = "yes"
 		}
 		op.Without = slices.Clone(gone)
 		gone = append(gone, nodes...)
 		allow := p.Spec.NodeRemoval != nil && p.Spec.NodeRemoval.AllowUngraceful
 		plan.Steps = append(plan.Steps, Step{Name: name, Nodes: nodes, Reason: fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", ")),
 			Operations: []kubespray.Operation{op}, AllowUngraceful: allow, Removes: true})
-		if etcd {
-			// A task of its own: `argo retry` after it failed does not remove the nodes again.
-			const reason = "an etcd member left: reconfigure the remaining nodes (docs/operations/nodes.md)"
-			plan.Steps = append(plan.Steps, Step{Name: StepReconfigureEtcd, Reason: reason,
-				Operations: []kubespray.Operation{{Playbook: kubespray.Cluster, Without: slices.Clone(gone), Reason: reason}}})
-		}
 	}
 	if len(d.removedWorkers) > 0 {
-		remove(StepRemoveWorkers, d.removedWorkers, false)
+		remove(StepRemoveWorkers, d.removedWorkers)
 	}
 	// The apiserver proxy on each node outside the control plane (kubespray puts one on
 	// every such host) must list the control plane as it ends up: one update-node-proxies
@@ -230,11 +274,33 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	// after it (reconfigure-etcd, a master without etcd joining, reconfigure). proxiesWhy
 	// says what changed.
 	var proxiesWhy []string
-	if len(d.removedMasters) > 0 {
-		remove(StepRemoveControlPlane, d.removedMasters, d.removedEtcd)
-		if !d.removedEtcd { // reconfigure-etcd already ran cluster.yml on every host
-			proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s left", strings.Join(d.removedMasters, ", ")))
+	// Masters without etcd leave together; each etcd member in a run of its own, as
+	// docs/operations/nodes.md ("Removing an etcd node") removes one: remove-etcd-node's
+	// `kubectl get nodes {{ node }}` takes one name, not node=a,b. Each is a DAG task of its
+	// own, so `argo retry` resumes after the members already gone.
+	plainMasters, etcdMembers := d.removedMastersByEtcd(applied.Hosts)
+	removals := 0
+	removeMasters := func(nodes []string) {
+		removals++
+		remove(Numbered(StepRemoveControlPlane, removals), nodes)
+	}
+	if len(plainMasters) > 0 {
+		removeMasters(plainMasters)
+		if len(etcdMembers) == 0 { // reconfigure-etcd runs cluster.yml on every host anyway
+			proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s left", strings.Join(plainMasters, ", ")))
 		}
+	}
+	for _, m := range etcdMembers {
+		removeMasters([]string{m})
+	}
+	if len(etcdMembers) > 0 {
+		// nodes.md, step 3: cluster.yml regenerates the configuration files of the remaining
+		// nodes with the etcd members left. Once, after the last removal: an inventory between
+		// two removals holds an even number of members, which cluster.yml refuses. A task of
+		// its own: `argo retry` after it failed does not remove the nodes again.
+		reason := fmt.Sprintf("etcd member %s left: reconfigure the remaining nodes (docs/operations/nodes.md)", strings.Join(etcdMembers, ", "))
+		plan.Steps = append(plan.Steps, Step{Name: StepReconfigureEtcd, Reason: reason,
+			Operations: []kubespray.Operation{{Playbook: kubespray.Cluster, Without: slices.Clone(gone), Reason: reason}}})
 	}
 	if len(d.addedMasters) > 0 && !d.addedEtcd {
 		// A control-plane node without etcd joins with cluster.yml on every host, so every
@@ -247,14 +313,23 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	} else if len(d.addedMasters) > 0 {
 		limit := []string{profile.Groups.Etcd, profile.Groups.ControlPlane}
 		vars := map[string]any{"ignore_assert_errors": "yes"}
+		if d.addedEtcdCount > 1 {
+			// docs/operations/nodes.md ("Adding an etcd node"): several members joining in one
+			// run may find etcd still busy with the first join at roles/etcd's default of 4.
+			vars["etcd_retries"] = kubespray.ManyEtcdRetries
+		}
 		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
+		// upgrade-cluster.yml drains the control-plane nodes it reconfigures
+		// (roles/upgrade/pre-upgrade): with the spec's drain settings, as an upgrade.
+		upgradeVars := drainVars(p.Spec.NodeRemoval)
+		maps.Copy(upgradeVars, vars)
 		// Two tasks, so `argo retry` after upgrade-cluster.yml failed does not install again;
 		// the nodes count as added once the second succeeded.
 		plan.Steps = append(plan.Steps,
 			Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason + ": install it", Operations: []kubespray.Operation{
 				{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"}}},
 			Step{Name: StepUpgradeControlPlane, Nodes: d.addedMasters, Reason: reason + ": reconfigure the control plane and etcd for it", Adds: true, Operations: []kubespray.Operation{
-				{Playbook: kubespray.Upgrade, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"}}})
+				{Playbook: kubespray.Upgrade, Limit: limit, Vars: upgradeVars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"}}})
 		proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s joined", strings.Join(d.addedMasters, ", ")))
 	}
 	// Nodes added later in the run are left out: scale.yml configures their proxies.
@@ -274,7 +349,9 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		plan.Steps = append(plan.Steps, Step{Name: StepScaleWorkers, Nodes: d.addedWorkers, Reason: reason, Operations: []kubespray.Operation{facts, scale}, Adds: true})
 	}
 	if upgrade != "" {
-		plan.Steps = append(plan.Steps, Step{Name: StepUpgrade, Reason: upgrade, Operations: []kubespray.Operation{kubespray.UpgradeCluster(upgrade)}})
+		op := kubespray.UpgradeCluster(upgrade)
+		op.Vars = drainVars(p.Spec.NodeRemoval) // roles/upgrade/pre-upgrade drains each node
+		plan.Steps = append(plan.Steps, Step{Name: StepUpgrade, Reason: upgrade, Operations: []kubespray.Operation{op}})
 		return plan, nil // upgrade-cluster.yml applies every other setting too
 	}
 	reconfigure := ""
@@ -301,8 +378,12 @@ func rerunRequested(p *bpav1.Provisioning) bool {
 	return r != "" && r != p.Status.LastHandledRerun
 }
 
-// drainVars are remove-node.yml's drain settings from spec.nodeRemoval; kubespray's own
-// defaults (roles/remove-node/pre-remove/defaults) when unset.
+// drainVars are the drain settings from spec.nodeRemoval, for remove-node.yml
+// (roles/remove-node/pre-remove, remove_node/pre_remove at v2.28) and upgrade-cluster.yml
+// (roles/upgrade/pre-upgrade): both read drain_grace_period, drain_timeout and
+// drain_retries, with the same defaults (300, 360s, 3) at every supported tag, used when
+// unset. One set of fields serves both rather than a new spec.drain: the variables are
+// kubespray's same three, no existing CR changes meaning, and nothing needs migrating.
 func drainVars(r *bpav1.NodeRemoval) map[string]any {
 	grace, timeout, retries := int32(300), int32(360), int32(3)
 	if r != nil {
@@ -333,12 +414,38 @@ func SettingsDigest(spec *bpav1.ProvisioningSpec) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
+// immutableValues are the values of kubespray's immutable settings in the vars file the
+// spec renders.
+func immutableValues(spec *bpav1.ProvisioningSpec) (map[string]string, error) {
+	vars, err := inventory.DecodedExtraVars(spec)
+	if err != nil {
+		return nil, err
+	}
+	return kubespray.ImmutableValues(vars), nil
+}
+
+// refuseImmutable refuses a change of a setting the live cluster keeps, naming the spec
+// field that sets it.
+func refuseImmutable(spec *bpav1.ProvisioningSpec, applied, desired map[string]string) error {
+	s := kubespray.ImmutableChange(applied, desired)
+	if s == nil {
+		return nil
+	}
+	field := "spec.kubespray.extraVars." + s.Var
+	if s.Var == inventory.PodSubnetVar && spec.PodSubnet != "" {
+		field = "spec.PodSubnet"
+	}
+	return &Refusal{field, ReasonImmutableSetting, fmt.Sprintf("%s is %s in the running cluster and would become %s: %s (%s). Keep %s, or build a new cluster",
+		s.Var, applied[s.Var], desired[s.Var], s.Why, s.Source(), applied[s.Var])}
+}
+
 // nodeDiff is how the desired nodes differ from the applied ones.
 type nodeDiff struct {
 	added, removed                 []string
 	addedMasters, addedWorkers     []string
 	removedMasters, removedWorkers []string
 	addedEtcd, removedEtcd         bool
+	addedEtcdCount                 int
 	roleChanged                    []string // masters that gained or lost the worker role
 	refusal                        *Refusal
 }
@@ -363,6 +470,9 @@ func diff(applied []bpav1.HostStatus, desired []hostmatch.Node) nodeDiff {
 			if n.Master {
 				d.addedMasters = append(d.addedMasters, n.Name)
 				d.addedEtcd = d.addedEtcd || n.Etcd
+				if n.Etcd {
+					d.addedEtcdCount++
+				}
 			} else {
 				d.addedWorkers = append(d.addedWorkers, n.Name)
 			}
@@ -401,6 +511,20 @@ func diff(applied []bpav1.HostStatus, desired []hostmatch.Node) nodeDiff {
 		sort.Strings(l)
 	}
 	return d
+}
+
+// removedMastersByEtcd splits the leaving masters into those without etcd and the etcd
+// members, each sorted.
+func (d nodeDiff) removedMastersByEtcd(applied []bpav1.HostStatus) (plain, etcd []string) {
+	for _, m := range d.removedMasters {
+		i := slices.IndexFunc(applied, func(h bpav1.HostStatus) bool { return h.Name == m && !h.Removing })
+		if i >= 0 && applied[i].Etcd {
+			etcd = append(etcd, m)
+		} else {
+			plain = append(plain, m)
+		}
+	}
+	return plain, etcd
 }
 
 func roleWords(master, etcd bool) string {

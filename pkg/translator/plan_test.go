@@ -39,7 +39,7 @@ func appliedAs(t *testing.T, spec string, hosts ...bpav1.HostStatus) *bpav1.Appl
 	t.Helper()
 	c, err := translator.PlanChange(day2(t, spec, nil))
 	require.NoError(t, err)
-	return &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings}
+	return &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings, Immutable: c.Immutable}
 }
 
 type wantStep struct {
@@ -125,10 +125,21 @@ kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return 
 				{"upgrade-control-plane", []string{"m3", "m4"}, []kubespray.Playbook{kubespray.Upgrade}},
 				{"update-node-proxies", nil, []kubespray.Playbook{kubespray.Cluster}},
 			}},
-		"two etcd masters removed: remove-node.yml, then cluster.yml": {base, func(t *testing.T) *bpav1.AppliedState {
+		"two etcd masters removed: remove-node.yml for each, then cluster.yml": {base, func(t *testing.T) *bpav1.AppliedState {
 			return applied(t, m1, host("m2", true, true), host("m3", true, true), w1)
 		}, []wantStep{
-			{"remove-control-plane", []string{"m2", "m3"}, []kubespray.Playbook{kubespray.Remove}},
+			{"remove-control-plane", []string{"m2"}, []kubespray.Playbook{kubespray.Remove}},
+			{"remove-control-plane-2", []string{"m3"}, []kubespray.Playbook{kubespray.Remove}},
+			{"reconfigure-etcd", nil, []kubespray.Playbook{kubespray.Cluster}},
+		}},
+		"workers and masters without etcd leave together, etcd members one by one": {base, func(t *testing.T) *bpav1.AppliedState {
+			return applied(t, m1, host("m2", true, true), host("m3", true, true), host("m4", true, false), host("m5", true, false), w1,
+				host("w2", false, false), host("w3", false, false))
+		}, []wantStep{
+			{"remove-workers", []string{"w2", "w3"}, []kubespray.Playbook{kubespray.Remove}},
+			{"remove-control-plane", []string{"m4", "m5"}, []kubespray.Playbook{kubespray.Remove}},
+			{"remove-control-plane-2", []string{"m2"}, []kubespray.Playbook{kubespray.Remove}},
+			{"remove-control-plane-3", []string{"m3"}, []kubespray.Playbook{kubespray.Remove}},
 			{"reconfigure-etcd", nil, []kubespray.Playbook{kubespray.Cluster}},
 		}},
 		"upgrade one minor": {`
@@ -189,6 +200,29 @@ func TestPlanDetails(t *testing.T) {
 		assert.Equal(t, "update-node-proxies", c.Steps[2].Name)
 		assert.Equal(t, []string{"w2", "m2"}, c.Steps[2].Operations[0].Without, "the proxies are refreshed without the removed nodes")
 	})
+	t.Run("each etcd member leaves in its own remove-node.yml, on an inventory without those gone before", func(t *testing.T) {
+		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
+		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, host("m2", true, true), host("m3", true, true), host("m4", true, true), host("m5", true, true), w1)))
+		require.NoError(t, err)
+		require.Len(t, c.Steps, 5)
+		for i, m := range []string{"m2", "m3", "m4", "m5"} {
+			op := c.Steps[i].Operations[0]
+			assert.Equal(t, m, op.Vars["node"], "one node per run")
+			assert.Len(t, op.Without, i, m)
+			assert.Subset(t, []string{"m2", "m3", "m4", "m5"}[:i], op.Without, m)
+			// The inventory holds 5, 4, 3, 2 etcd members: the even ones pass kubespray's
+			// "Stop if even number of etcd hosts" only with ignore_assert_errors.
+			_, ignored := op.Vars["ignore_assert_errors"]
+			assert.Equal(t, i%2 == 1, ignored, m)
+			assert.True(t, c.Steps[i].Removes)
+		}
+		last := c.Steps[4]
+		assert.Equal(t, "reconfigure-etcd", last.Name)
+		assert.Equal(t, []string{"m2", "m3", "m4", "m5"}, last.Operations[0].Without)
+		assert.Empty(t, last.Operations[0].Vars, "the last cluster.yml runs every check: one etcd member is odd")
+		assert.Equal(t, "remove-control-plane", translator.StepBase("remove-control-plane-3"))
+		assert.Equal(t, "verify-2", translator.StepBase("verify-2"), "only plan steps are numbered")
+	})
 	t.Run("scale.yml is limited to the new workers, after facts.yml on all", func(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}, {w2: null}, {w3: null}]\nkubernetes: {version: 1.31.4}"
 		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
@@ -203,16 +237,26 @@ func TestPlanDetails(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, c.Steps, 3)
 		for _, s := range c.Steps[:2] {
-			op := s.Operations[0]
-			assert.Equal(t, []string{"etcd", "kube_control_plane"}, op.Limit)
-			assert.Equal(t, map[string]any{"ignore_assert_errors": "yes"}, op.Vars)
+			assert.Equal(t, []string{"etcd", "kube_control_plane"}, s.Operations[0].Limit)
 		}
+		// Two etcd members join in one run: etcd_retries=10 (docs/operations/nodes.md).
+		assert.Equal(t, map[string]any{"ignore_assert_errors": "yes", "etcd_retries": 10}, c.Steps[0].Operations[0].Vars)
+		assert.Equal(t, map[string]any{"ignore_assert_errors": "yes", "etcd_retries": 10,
+			"drain_grace_period": 300, "drain_timeout": "360s", "drain_retries": 3}, c.Steps[1].Operations[0].Vars,
+			"upgrade-cluster.yml drains the masters with the drain settings")
 		assert.False(t, c.Steps[0].Adds, "the masters count as added only once upgrade-cluster.yml succeeded")
 		assert.True(t, c.Steps[1].Adds)
 		proxies := c.Steps[2]
 		assert.Equal(t, "update-node-proxies", proxies.Name)
 		assert.Empty(t, proxies.Operations[0].Limit, "cluster.yml on every host: w1's apiserver proxy learns of m2 and m3")
 		assert.False(t, proxies.Adds || proxies.Removes)
+	})
+	t.Run("an upgrade drains with spec.nodeRemoval's settings", func(t *testing.T) {
+		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.32.5}\nnodeRemoval: {drainGracePeriodSeconds: 30, drainRetries: 5}"
+		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
+		require.NoError(t, err)
+		require.Equal(t, []wantStep{{"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}, steps(c))
+		assert.Equal(t, map[string]any{"drain_grace_period": 30, "drain_timeout": "360s", "drain_retries": 5}, c.Steps[0].Operations[0].Vars)
 	})
 	t.Run("masters only: no proxies to update", func(t *testing.T) {
 		const masters = "masters: [{m1: null}]\nkubernetes: {version: 1.31.4}"
@@ -231,6 +275,7 @@ func TestPlanDetails(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []wantStep{{"add-control-plane", []string{"m2"}, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
 		assert.Empty(t, c.Steps[0].Operations[0].Limit, "every node's apiserver proxy learns of it")
+		assert.Empty(t, c.Steps[0].Operations[0].Vars, "no etcd member joins: kubespray's etcd_retries")
 	})
 	t.Run("kube_version set as a kubespray variable is planned like spec.kubernetes.version", func(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubespray: {extraVars: {kube_version: 1.30.0}}"
@@ -299,6 +344,40 @@ func TestPlanRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.field+": ")
 		})
 	}
+	t.Run("settings a live cluster keeps", func(t *testing.T) {
+		withVars := func(vars string) string { return base + "\nkubespray: {extraVars: {" + vars + "}}\n" }
+		for name, tc := range map[string]struct{ from, to, field, var_ string }{
+			"PodSubnet":        {base + "\nPodSubnet: 10.244.0.0/16\n", base + "\nPodSubnet: 10.245.0.0/16\n", "spec.PodSubnet", "kube_pods_subnet"},
+			"PodSubnet set":    {base, base + "\nPodSubnet: 10.245.0.0/16\n", "spec.PodSubnet", "kube_pods_subnet"},
+			"service subnet":   {base, withVars("kube_service_addresses: 10.96.0.0/16"), "spec.kubespray.extraVars.kube_service_addresses", "kube_service_addresses"},
+			"network plugin":   {base, withVars("kube_network_plugin: flannel"), "spec.kubespray.extraVars.kube_network_plugin", "kube_network_plugin"},
+			"etcd deployment":  {base, withVars("etcd_deployment_type: kubeadm"), "spec.kubespray.extraVars.etcd_deployment_type", "etcd_deployment_type"},
+			"cluster name":     {base, withVars("cluster_name: edge.local"), "spec.kubespray.extraVars.cluster_name", "cluster_name"},
+			"DNS domain":       {base, withVars("dns_domain: edge.local"), "spec.kubespray.extraVars.dns_domain", "dns_domain"},
+			"calico pool mode": {base, withVars("calico_vxlan_mode: Never"), "spec.kubespray.extraVars.calico_vxlan_mode", "calico_vxlan_mode"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				applied := appliedAs(t, tc.from, m1, w1)
+				require.NotEmpty(t, applied.Immutable)
+				_, err := translator.PlanChange(day2(t, tc.to, applied))
+				var r *translator.Refusal
+				require.True(t, errors.As(err, &r), "want a refusal, got %v", err)
+				assert.Equal(t, bpav1.ReasonImmutableSetting, r.Reason)
+				assert.Equal(t, tc.field, r.Field)
+				assert.Contains(t, r.Message, tc.var_+" is ")
+			})
+		}
+		// A recorded value kept, or a
+		// cluster whose record predates them, plans as before.
+		applied := appliedAs(t, withVars("helm_enabled: false"), m1, w1)
+		c, err := translator.PlanChange(day2(t, withVars("helm_enabled: true"), applied))
+		require.NoError(t, err)
+		assert.Equal(t, []wantStep{{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
+		applied.Immutable = nil
+		c, err = translator.PlanChange(day2(t, base+"\nPodSubnet: 10.245.0.0/16\n", applied))
+		require.NoError(t, err)
+		assert.Equal(t, "10.245.0.0/16", c.Immutable["kube_pods_subnet"], "recorded once the run succeeds")
+	})
 	t.Run("kubespray minor skipped or downgraded", func(t *testing.T) {
 		applied := appliedAs(t, base, m1, w1)
 		for from, reason := range map[string]string{"v2.26.0": translator.ReasonSkippedMinor, "v2.29.0": translator.ReasonDowngrade} {

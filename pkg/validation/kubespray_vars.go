@@ -28,11 +28,7 @@ func ValidateKubesprayVars(p *bpav1.Provisioning) field.ErrorList {
 		if err != nil {
 			return nil, err
 		}
-		data, err := inventory.ExtraVars(spec)
-		if err != nil {
-			return nil, err
-		}
-		vars, err := inventory.ReadVars(data)
+		vars, err := inventory.DecodedExtraVars(spec)
 		if err != nil {
 			return nil, err
 		}

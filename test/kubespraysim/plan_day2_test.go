@@ -49,7 +49,11 @@ func appliedFile(t *testing.T, shape string, p *bpav1.Provisioning, kube string,
 	t.Helper()
 	settings, err := translator.SettingsDigest(&p.Spec)
 	require.NoError(t, err)
-	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: settings}
+	built := p.DeepCopy()
+	built.Status = bpav1.ProvisioningStatus{}
+	c, err := translator.PlanChange(built) // the values the cluster was built with
+	require.NoError(t, err)
+	applied := &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: kubespray.DefaultVersion, KubernetesVersion: kube, Settings: settings, Immutable: c.Immutable}
 	var doc any = applied
 	switch shape {
 	case "status":
@@ -170,6 +174,13 @@ func TestPlanUpgrade(t *testing.T) {
 	vars, err := os.ReadFile(filepath.Join(dir, "01-upgrade-cluster", "vars.yaml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(vars), `"kube_version": !unsafe "1.32.5"`)
+	// roles/upgrade/pre-upgrade drains each node: with spec.nodeRemoval's settings.
+	assert.Equal(t, map[string]any{"drain_grace_period": 300.0, "drain_timeout": "360s", "drain_retries": 3.0}, op.Vars)
+	cr2, p2 := byMac(t, workers, "  kubernetes: {version: 1.32.5}\n  nodeRemoval: {drainGracePeriodSeconds: 30, drainTimeoutSeconds: 90, drainRetries: 2}\n")
+	out, err := plan(t, "-f", cr2, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p2, "1.31.9", appliedMaster, appliedWorker1, appliedWorker2))
+	require.NoError(t, err)
+	assert.Contains(t, out, "# drains each node: grace period 30s, timeout 90s, 2 retries (spec.nodeRemoval)\n")
+	assert.Contains(t, out, `'-e' '{"drain_grace_period":30,"drain_retries":2,"drain_timeout":"90s"}' '-e'`)
 
 	dir = t.TempDir()
 	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.30.4", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
@@ -180,6 +191,101 @@ func TestPlanUpgrade(t *testing.T) {
 	assert.Contains(t, err.Error(), "(rule "+translator.ReasonSkippedMinor+")")
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries)
+}
+
+// One master to three: cluster.yml then upgrade-cluster.yml limited to etcd and the control
+// plane, both with etcd_retries=10 since two etcd members join in one run
+// (docs/operations/nodes.md), and the stand-in kubespray accepts both.
+func TestPlanAddEtcdMasters(t *testing.T) {
+	cr := "apiVersion: bpa.akraino.org/v1alpha1\nkind: Provisioning\nmetadata:\n  name: provisioning-sample\n  labels: {cluster: cluster-abc}\n" +
+		"spec:\n  masters:\n    - master: {mac-address: \"00:c6:14:04:61:b2\"}\n    - master-2: {mac-address: \"" + appliedWorker1.MAC + "\"}\n" +
+		"    - master-3: {mac-address: \"" + appliedWorker2.MAC + "\"}\n"
+	file := filepath.Join(t.TempDir(), "cr.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(cr), 0o644))
+	p := readCR(t, file)
+	master := appliedMaster
+	master.Roles = []string{"master", "worker"} // alone, the master runs workloads
+	dir := t.TempDir()
+	out, err := plan(t, "-f", file, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", master), "-o", dir)
+	require.NoError(t, err, out)
+	assert.Equal(t, []string{"01-cluster", "02-upgrade-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
+	for _, op := range []string{"01-cluster", "02-upgrade-cluster"} {
+		var argv []string
+		readJSON(t, filepath.Join(dir, op, "argv.json"), &argv)
+		assert.Equal(t, []string{"--limit", "etcd,kube_control_plane"}, argv[8:10], op)
+		assert.Contains(t, argv[13], `"etcd_retries":10`, op)
+	}
+	out, err = plan(t, "-f", file, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", master))
+	require.NoError(t, err)
+	assert.Contains(t, out, `'-e' '{"etcd_retries":10,"ignore_assert_errors":"yes"}' '-e'`)
+}
+
+// Two etcd masters leave: remove-node.yml for each, in tasks of their own, the second on
+// an inventory without the first (two etcd members: ignore_assert_errors, or v2.28's
+// boilerplate.yml refuses), then one cluster.yml on the rest; the stand-in accepts each.
+func TestPlanRemoveEtcdMasters(t *testing.T) {
+	file, p := byMac(t, nil, "")
+	master := appliedMaster
+	master.Roles = []string{"master", "worker"}
+	m2 := bpav1.HostStatus{Name: "master-2", Roles: []string{"master"}, Etcd: true, MAC: appliedWorker1.MAC, IP: appliedWorker1.IP, BareMetalHost: appliedWorker1.BareMetalHost}
+	m3 := bpav1.HostStatus{Name: "master-3", Roles: []string{"master"}, Etcd: true, MAC: appliedWorker2.MAC, IP: appliedWorker2.IP, BareMetalHost: appliedWorker2.BareMetalHost}
+	for _, release := range []string{"v2.27.1", kubespray.DefaultVersion} {
+		t.Run(release, func(t *testing.T) {
+			cr, p := file, p
+			if release != kubespray.DefaultVersion {
+				cr, p = byMac(t, nil, "  kubespray: {version: "+release+"}\n  kubernetes: {version: 1.31.9}\n")
+			}
+			kube := map[bool]string{true: "1.32.5", false: "1.31.9"}[release == kubespray.DefaultVersion]
+			applied := appliedFile(t, "applied", p, kube, master, m2, m3)
+			if release != kubespray.DefaultVersion {
+				var a bpav1.AppliedState
+				readJSON(t, applied, &a)
+				a.KubesprayVersion = release
+				data, _ := json.Marshal(a)
+				require.NoError(t, os.WriteFile(applied, data, 0o644))
+			}
+			dir := t.TempDir()
+			out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "-o", dir)
+			require.NoError(t, err, out)
+			assert.Equal(t, []string{"01-remove-node", "02-remove-node", "03-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+release))
+			var change translator.ChangePlan
+			readJSON(t, filepath.Join(dir, "plan.json"), &change)
+			require.Len(t, change.Steps, 3)
+			assert.Equal(t, []string{"master-2"}, change.Steps[0].Nodes)
+			assert.Equal(t, []string{"master-3"}, change.Steps[1].Nodes)
+			var argv []string
+			readJSON(t, filepath.Join(dir, "02-remove-node", "argv.json"), &argv)
+			assert.Contains(t, argv[11], `"ignore_assert_errors":"yes"`)
+			assert.Contains(t, argv[11], `"node":"master-3"`)
+			ini, err := os.ReadFile(filepath.Join(dir, "02-remove-node", "hosts.ini"))
+			require.NoError(t, err)
+			assert.NotContains(t, string(ini), "master-2")
+		})
+	}
+	out, err := plan(t, "-f", file, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", master, m2, m3))
+	require.NoError(t, err)
+	assert.Contains(t, out, "## Step 1/3 remove-control-plane: master-2 leave the cluster\n")
+	assert.Contains(t, out, "## Step 2/3 remove-control-plane-2: master-3 leave the cluster\n")
+	assert.Contains(t, out, "## Step 3/3 reconfigure-etcd: etcd member master-2, master-3 left")
+}
+
+// A PodSubnet change on a built cluster is refused, naming the field and the rule, and
+// nothing is written: calico's pool keeps its CIDR.
+func TestPlanImmutableSetting(t *testing.T) {
+	workers := []bpav1.HostStatus{appliedWorker1}
+	_, built := byMac(t, workers, "  PodSubnet: 10.244.0.0/16\n")
+	cr, _ := byMac(t, workers, "  PodSubnet: 10.245.0.0/16\n")
+	dir := t.TempDir()
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+	var exit *cli.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.PodSubnet: kube_pods_subnet is 10.244.0.0/16 in the running cluster and would become 10.245.0.0/16")
+	assert.Contains(t, err.Error(), "Check if inventory match current cluster configuration")
+	assert.Contains(t, err.Error(), "(rule "+bpav1.ReasonImmutableSetting+")")
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries)
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1))
+	require.Error(t, err, "printing refuses it too")
 }
 
 // --applied is read strictly: a misspelt field is an error, never a first creation.

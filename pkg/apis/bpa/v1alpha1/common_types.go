@@ -56,6 +56,11 @@ const (
 	PhaseError     RunPhase = "Error"
 )
 
+// ReasonImmutableSetting is the Stalled reason of a day-2 change of a setting kubespray
+// cannot apply to a live cluster (pkg/kubespray's ImmutableSettings); the message names the
+// field.
+const ReasonImmutableSetting = "ImmutableSetting"
+
 // Condition types, kstatus-compatible.
 const (
 	ConditionReady       = "Ready"

@@ -298,7 +298,8 @@ type ProvisioningSpec struct {
 	// +listMapKey=name
 	WorkerPools []WorkerPool `json:"workerPools,omitempty"`
 
-	// NodeRemoval says how nodes leave the cluster (kubespray's remove-node.yml).
+	// NodeRemoval says how nodes leave the cluster (kubespray's remove-node.yml); its drain
+	// settings also apply to the drains of upgrade-cluster.yml (upgrades, and masters joining).
 	// +optional
 	NodeRemoval *NodeRemoval `json:"nodeRemoval,omitempty"`
 
@@ -358,7 +359,10 @@ type WorkerPool struct {
 }
 
 // NodeRemoval carries kubespray's drain settings (roles/remove-node/pre-remove, with its
-// defaults) and whether a dead host may be removed without draining it.
+// defaults) and whether a dead host may be removed without draining it. The drain settings
+// also reach upgrade-cluster.yml, whose roles/upgrade/pre-upgrade reads the same variables
+// with the same defaults: kept here rather than in a new spec.drain, so no CR changes
+// meaning and nothing needs migrating.
 type NodeRemoval struct {
 	// DrainGracePeriodSeconds is drain_grace_period: how long each pod gets to stop.
 	// +optional
@@ -455,6 +459,12 @@ type AppliedState struct {
 	// inventory, subnets, plugins); a change runs cluster.yml on all of them.
 	// +optional
 	Settings string `json:"settings,omitempty"`
+	// Immutable are the values, by kubespray variable, of the settings a live cluster
+	// cannot change (pkg/kubespray's ImmutableSettings: pod and service subnets, network
+	// plugin, etcd deployment type, DNS domain...), as the cluster was built with them. A
+	// change of one is refused with reason ImmutableSetting; one missing here is not compared.
+	// +optional
+	Immutable map[string]string `json:"immutable,omitempty"`
 	// Generation is the generation whose run last changed it.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
