@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -47,4 +48,14 @@ func TestControllerVarsRefused(t *testing.T) {
 	for _, good := range []string{"/usr/bin/python3", "/usr/bin/python3.11", "/usr/local/bin/python3", "/usr/libexec/platform-python", "auto_silent"} {
 		assert.Nil(t, inventory.CheckExtraVar(p, "ansible_python_interpreter", good), good)
 	}
+}
+
+// TestJSONNumbersAsTheApiserverReadsThem: a CR written as JSON (as `bpa plan` is given by the
+// tests and by kubectl get -o json) reaches the CRD's CEL rules with whole numbers as
+// integers, as the apiserver decodes them, not as float64, which an int rule refuses.
+func TestJSONNumbersAsTheApiserverReadsThem(t *testing.T) {
+	cr := `{"apiVersion":"bpa.akraino.org/v1alpha1","kind":"Provisioning","metadata":{"name":"p","labels":{"cluster":"c"}},` +
+		`"spec":{"masters":[{"m1":null}],"workerPools":[{"name":"a","replicas":3}]}}`
+	_, problems := ValidateFile(context.Background(), "cr.json", []byte(cr))
+	assert.Empty(t, problems)
 }

@@ -3,6 +3,7 @@ package validation
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -44,11 +46,17 @@ func ReadDocuments(data []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for i := 1; ; i++ {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
+			return out, fmt.Errorf("document %d: %w", i, err)
+		}
+		// Whole numbers as int64, as the apiserver decodes them: CEL rules that take an
+		// integer field refuse a float64 ("expected int, got float64").
+		var m map[string]any
+		if err := utiljson.Unmarshal(raw, &m); err != nil {
 			return out, fmt.Errorf("document %d: %w", i, err)
 		}
 		if len(m) == 0 {
