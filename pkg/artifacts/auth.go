@@ -24,6 +24,12 @@ import (
 // It exists only in RBAC, so an admin grants uploads like any other permission.
 const Resource = "artifacts"
 
+// DefaultAudience is the audience a token must be minted for (TokenRequest's spec.audiences,
+// `kubectl create token --audience`) for the server to accept it. A token for the
+// Kubernetes API is refused: a server that took one could replay it against the apiserver,
+// and so could anyone who took it from the server.
+const DefaultAudience = "bpa-artifacts"
+
 // Auth decides who may do what, with the apiserver's own delegating authenticator
 // (TokenReview) and authorizer (SubjectAccessReview), as controller-runtime's secure
 // metrics serving does: a token the apiserver would refuse is refused here too.
@@ -32,18 +38,25 @@ type Auth struct {
 	Authz authorizer.Authorizer
 	// AnonymousReads lets requests without a token download files and pull images.
 	AnonymousReads bool
+	// Audience is the one audience a token must be bound to (the TokenReview's
+	// spec.audiences, checked against its status.audiences); empty means DefaultAudience.
+	Audience string
 }
 
 // NewAuth builds Auth on the apiserver cfg points at. Decisions are cached briefly, so an
 // upload's many requests cost one review, and a revoked permission lapses within a minute.
-func NewAuth(cfg *rest.Config, anonymousReads bool) (*Auth, error) {
+// Tokens are reviewed for audience alone: see DefaultAudience.
+func NewAuth(cfg *rest.Config, anonymousReads bool, audience string) (*Auth, error) {
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
+		Anonymous: &apiserver.AnonymousAuthConfig{Enabled: false},
+		// No implicit audiences: a review that answers without status.audiences (an
+		// authenticator that ignores audiences) then authenticates nobody.
+		APIAudiences:             nil,
 		CacheTTL:                 time.Minute,
 		TokenAccessReviewClient:  kc.AuthenticationV1(),
 		TokenAccessReviewTimeout: 10 * time.Second,
@@ -61,7 +74,7 @@ func NewAuth(cfg *rest.Config, anonymousReads bool) (*Auth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
-	return &Auth{Authn: authn, Authz: authz, AnonymousReads: anonymousReads}, nil
+	return &Auth{Authn: authn, Authz: authz, AnonymousReads: anonymousReads, Audience: audience}, nil
 }
 
 var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
@@ -83,7 +96,13 @@ func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (user.Info, 
 	if _, token, ok := r.BasicAuth(); ok {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
-	res, ok, err := a.Authn.AuthenticateRequest(r)
+	aud := a.Audience
+	if aud == "" {
+		aud = DefaultAudience
+	}
+	// With audiences in the context the webhook authenticator asks the TokenReview for them
+	// and accepts only a status.audiences that holds one, as the apiserver's own filter does.
+	res, ok, err := a.Authn.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), authenticator.Audiences{aud})))
 	if err != nil || !ok {
 		// Registry clients answer a Basic challenge with their stored login.
 		scheme := "Bearer"
@@ -91,7 +110,8 @@ func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (user.Info, 
 			scheme = "Basic"
 		}
 		w.Header().Set("WWW-Authenticate", scheme+` realm="bpa"`)
-		http.Error(w, "Unauthorized: a Kubernetes bearer token is required", http.StatusUnauthorized)
+		http.Error(w, fmt.Sprintf("Unauthorized: a Kubernetes token for audience %q is required (bpa artifacts requests one; "+
+			"or `kubectl create token SERVICEACCOUNT --audience %s`); tokens for the Kubernetes API are refused", aud, aud), http.StatusUnauthorized)
 		return nil, false
 	}
 	return res.User, true

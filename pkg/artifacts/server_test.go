@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -47,7 +51,9 @@ type env struct {
 	auth                      *artifacts.Auth
 	uploader, stranger, admin string
 	other                     string // another uploader
-	kube                      client.Client
+	// uploaderAPI is a token of uploader's for the Kubernetes API, not the server.
+	uploaderAPI string
+	kube        client.Client
 }
 
 func newEnv(t *testing.T) *env {
@@ -59,11 +65,13 @@ func newEnv(t *testing.T) *env {
 	uploader := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
 	stranger := artifactstest.Token(ctx, t, r, "stranger", "")
 	other := artifactstest.Token(ctx, t, r, "other", "bpa-artifacts-uploader")
-	auth, err := artifacts.NewAuth(r.RESTConfig, false)
+	uploaderAPI := artifactstest.TokenFor(ctx, t, r, "uploader", "")
+	admin := artifactstest.Token(ctx, t, r, "admin", "cluster-admin")
+	auth, err := artifacts.NewAuth(r.RESTConfig, false, "")
 	require.NoError(t, err)
 	kube, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
-	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, other: other, admin: r.AdminToken, kube: kube}
+	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, other: other, uploaderAPI: uploaderAPI, admin: admin, kube: kube}
 }
 
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.
@@ -387,6 +395,39 @@ func TestArtifactServer(t *testing.T) {
 		assert.Equal(t, http.StatusOK, status, "anonymous reads when configured")
 		ac, _ := anon.client(t, "")
 		assert.ErrorContains(t, ac.Remove(ctx, path), "401", "but never anonymous writes")
+	})
+
+	// Issue 26, item 5: a token the server accepts is one the apiserver refuses, so the server
+	// holds nothing a thief could replay against the Kubernetes API; and the reverse.
+	t.Run("only tokens minted for the server's audience are accepted", func(t *testing.T) {
+		s := e.serve(t, t.TempDir(), "", false)
+		file, _ := randomFile(t, 100)
+		for who, tok := range map[string]string{"the uploader's Kubernetes API token": e.uploaderAPI, "the rig's admin token": e.rig.AdminToken} {
+			c, _ := s.client(t, tok)
+			_, err := c.Push(ctx, file, path)
+			assert.ErrorContains(t, err, "401 Unauthorized", who)
+			assert.ErrorContains(t, err, `a Kubernetes token for audience "bpa-artifacts" is required`, who)
+			status, _ := get(t, s.URL+"/files/"+path, tok)
+			assert.Equal(t, http.StatusUnauthorized, status, who)
+		}
+		c, _ := s.client(t, e.uploader)
+		_, err := c.Push(ctx, file, path)
+		require.NoError(t, err, "the same ServiceAccount's token for the server's audience")
+
+		kc := kubernetes.NewForConfigOrDie(&rest.Config{Host: e.rig.URL, BearerToken: e.uploader,
+			TLSClientConfig: rest.TLSClientConfig{CAData: e.rig.CAData}})
+		_, err = kc.CoreV1().Secrets(e.rig.Namespace).List(ctx, metav1.ListOptions{})
+		assert.True(t, apierrors.IsUnauthorized(err), "the apiserver refuses a token for the artifact server: %v", err)
+
+		other := *e.auth
+		other.Audience = "another-server"
+		srv, err := artifacts.NewServer(ctx, artifacts.Options{Dir: t.TempDir(), Auth: &other})
+		require.NoError(t, err)
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/files", nil)
+		req.Header.Set("Authorization", "Bearer "+e.uploader)
+		srv.ServeHTTP(w, req)
+		assert.Equal(t, http.StatusUnauthorized, w.Code, "--token-audience decides: %s", w.Body)
 	})
 
 	t.Run("bad input is refused", func(t *testing.T) {

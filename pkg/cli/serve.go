@@ -25,7 +25,7 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var opts artifacts.Options
-		var listen, certFile, keyFile string
+		var listen, certFile, keyFile, audience string
 		var anonymousReads, plainHTTP bool
 		cmd := &cobra.Command{
 			Use:   "serve",
@@ -38,6 +38,7 @@ func init() {
 				"  /v2/                      an OCI distribution registry (crane, skopeo, docker, oras)\n" +
 				"  /apt/                     a signed flat apt repository of the uploaded .deb files (with --apt-signing-key)\n" +
 				"  /api/v1/status/NS/CLUSTER the cluster's Provisioning and Software status, as JSON\n" +
+				"Every token must be minted for --token-audience (a ServiceAccount token from TokenRequest).\n" +
 				"Writes need a Kubernetes bearer token allowed to create (or delete) artifacts.bpa.akraino.org;\n" +
 				"reads need one allowed to get them, unless --anonymous-reads; status needs list on the CRs.",
 			Args: cobra.NoArgs,
@@ -51,7 +52,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads); err != nil {
+				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads, audience); err != nil {
 					return err
 				}
 				if opts.Status, err = client.New(cfg, client.Options{Scheme: controller.Scheme()}); err != nil {
@@ -88,6 +89,7 @@ func init() {
 		f.StringVar(&certFile, "tls-cert-file", "", "serving certificate, PEM (e.g. tls.crt of a cert-manager Secret); reloaded when it changes")
 		f.StringVar(&keyFile, "tls-private-key-file", "", "its private key, PEM (tls.key)")
 		f.BoolVar(&plainHTTP, "plain-http", false, "serve without TLS (tokens then cross the network in clear: test benches only)")
+		f.StringVar(&audience, "token-audience", artifacts.DefaultAudience, "the audience a caller's token must be minted for (TokenRequest, `kubectl create token --audience`); tokens for the Kubernetes API are refused, as the server could replay them")
 		f.BoolVar(&anonymousReads, "anonymous-reads", false, "let nodes download files and pull images without a token")
 		f.StringVar(&opts.URL, "url", os.Getenv("BPA_ARTIFACTS_URL"), "base URL nodes reach the server at, for the OS image URLs it shows (default: each request's own)")
 		f.StringVar(&opts.AptSigningKey, "apt-signing-key", "", "armored, unencrypted OpenPGP private key that signs the apt repository at /apt/; without one (or when the file does not exist) /apt/ is off. Read at start only")
