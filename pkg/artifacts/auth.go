@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -23,6 +24,12 @@ import (
 // cluster-scoped resource `artifacts` of BPA's group, with verbs get, create and delete.
 // It exists only in RBAC, so an admin grants uploads like any other permission.
 const Resource = "artifacts"
+
+// VerbOverride, on artifacts named by a path's domain or an image repository, lets its holder
+// replace a published file with other bytes, delete another principal's file, re-point an
+// existing tag, and delete images. Uploaders do not hold it: what one uploader published,
+// another cannot change (see config/serve/rbac.yaml, bpa-artifacts-admin).
+const VerbOverride = "override"
 
 // DefaultAudience is the audience a token must be minted for (TokenRequest's spec.audiences,
 // `kubectl create token --audience`) for the server to accept it. A token for the
@@ -117,17 +124,64 @@ func (a *Auth) authenticate(w http.ResponseWriter, r *http.Request) (user.Info, 
 	return res.User, true
 }
 
+// allowNamed authenticates r and asks whether its user may verb the artifacts named by any
+// of names (a path's domain, an image's registry or repository: RBAC resourceNames). On
+// refusal it has written the response (401 or 403) and returns false.
+func (a *Auth) allowNamed(w http.ResponseWriter, r *http.Request, verb string, names ...string) (user.Info, bool) {
+	u, ok := a.authenticate(w, r)
+	if !ok {
+		return nil, false
+	}
+	if allowed, reason := a.may(r.Context(), u, verb, "", names...); !allowed {
+		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s.%s named %s %s", u.GetName(), verb, Resource,
+			bpav1.GroupVersion.Group, strings.Join(quoteAll(names), " or "), reason), http.StatusForbidden)
+		return nil, false
+	}
+	return u, true
+}
+
+func quoteAll(names []string) []string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return q
+}
+
 // authorize asks whether u may verb resource (of BPA's group) in namespace, or answers 403.
 func (a *Auth) authorize(w http.ResponseWriter, r *http.Request, u user.Info, verb, resource, namespace string) bool {
-	attrs := authorizer.AttributesRecord{
-		User: u, Verb: verb, APIGroup: bpav1.GroupVersion.Group, APIVersion: bpav1.GroupVersion.Version,
-		Resource: resource, Namespace: namespace, ResourceRequest: true,
-	}
-	decision, reason, err := a.Authz.Authorize(r.Context(), attrs)
-	if err != nil || decision != authorizer.DecisionAllow {
+	if allowed, reason := a.mayResource(r.Context(), u, verb, resource, namespace, ""); !allowed {
 		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s.%s %s", u.GetName(), verb, resource,
 			bpav1.GroupVersion.Group, reason), http.StatusForbidden)
 		return false
 	}
 	return true
+}
+
+// may is whether u may verb artifacts named by any of names (without names: artifacts
+// as a whole), and the authorizer's reason when not.
+func (a *Auth) may(ctx context.Context, u user.Info, verb, namespace string, names ...string) (bool, string) {
+	if len(names) == 0 {
+		return a.mayResource(ctx, u, verb, Resource, namespace, "")
+	}
+	var reason string
+	for _, n := range names {
+		var ok bool
+		if ok, reason = a.mayResource(ctx, u, verb, Resource, namespace, n); ok {
+			return true, ""
+		}
+	}
+	return false, reason
+}
+
+func (a *Auth) mayResource(ctx context.Context, u user.Info, verb, resource, namespace, name string) (bool, string) {
+	attrs := authorizer.AttributesRecord{
+		User: u, Verb: verb, APIGroup: bpav1.GroupVersion.Group, APIVersion: bpav1.GroupVersion.Version,
+		Resource: resource, Namespace: namespace, Name: name, ResourceRequest: true,
+	}
+	decision, reason, err := a.Authz.Authorize(ctx, attrs)
+	if err != nil {
+		reason = err.Error()
+	}
+	return err == nil && decision == authorizer.DecisionAllow, reason
 }
