@@ -442,7 +442,9 @@ func TestArtifactServer(t *testing.T) {
 				"Upload-Length": strconv.Itoa(length), "Upload-Metadata": artifacts.EncodeMetadata(meta)})
 		}
 		for _, p := range []string{"../etc/passwd", "/etc/passwd", "dl.k8s.io/../../etc/passwd", "dl.k8s.io/a/../../../x",
-			"dl.k8s.io%2F..%2F..%2Fx", "dl.k8s.io\\..\\x", "kubelet", "dl.k8s.io/.hidden", ""} {
+			"dl.k8s.io%2F..%2F..%2Fx", "dl.k8s.io\\..\\x", "kubelet", "dl.k8s.io/.hidden", "",
+			// Issue 26, item 7: C1 controls (CSI, NEL), bidi overrides and isolates, zero-width.
+			"dl.k8s.io/a\u009b2Jb", "dl.k8s.io/a\u0085b", "dl.k8s.io/kube\u202edaeh", "dl.k8s.io/a\u2066b", "dl.k8s.io/a\u200bb", "dl.k8s.io/a\xffb"} {
 			assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": p, "sha256": sum}, 10).StatusCode, p)
 		}
 		assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": path, "sha256": "nothex"}, 10).StatusCode)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/describe"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
@@ -272,7 +273,10 @@ func printMeta(cmd *cobra.Command, l []artifacts.FileMeta, asJSON bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tSIZE\tSHA256\tUPLOADED BY\tUPLOADED AT")
 	for _, m := range l {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Path, humanBytes(m.Size), m.SHA256, m.UploadedBy, m.UploadedAt.Format("2006-01-02 15:04:05Z"))
+		// What the server lists was named by uploaders (and by a server of any version):
+		// escaped as describe escapes, so no name drives the terminal or reorders a line.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", describe.Clean(m.Path), humanBytes(m.Size), describe.Clean(m.SHA256),
+			describe.Clean(m.UploadedBy), m.UploadedAt.Format("2006-01-02 15:04:05Z"))
 	}
 	return tw.Flush()
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -197,4 +198,19 @@ func tokenKubeconfig(t *testing.T, r *rig.Rig, token string) string {
 		CurrentContext: "rig",
 	}, kubeconfig))
 	return kubeconfig
+}
+
+// Issue 26, item 7: `bpa artifacts ls` escapes control and bidi characters in what the
+// server lists (uploader-chosen names), as `bpa describe` does.
+func TestArtifactsListEscapes(t *testing.T) {
+	cmd := NewRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	require.NoError(t, printMeta(cmd, []artifacts.FileMeta{{Path: "dl.k8s.io/kube\u202edaeh\x1b]0;pwned\x07\u009b2J", UploadedBy: "evil\u2066x"}}, false))
+	got := out.String()
+	assert.Contains(t, got, `dl.k8s.io/kube\u202edaeh\x1b]0;pwned\a\u009b2J`)
+	assert.Contains(t, got, `evil\u2066x`)
+	for _, raw := range []string{"\u202e", "\x1b", "\x07", "\u009b", "\u2066"} {
+		assert.NotContains(t, got, raw)
+	}
 }
