@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxPathLen bounds a file's path; kubespray's longest download paths are far shorter.
@@ -22,8 +24,8 @@ var domain = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA
 
 // CleanPath checks a file path as a client gives it (e.g. dl.k8s.io/release/v1.32.5/bin/
 // linux/amd64/kubelet) and returns it unchanged when it is safe to join under the store:
-// relative, no empty, "." or ".." segment, no hidden segment, no backslash, percent or
-// control character (so no encoded form can mean a different path), and a domain first.
+// valid UTF-8, relative, no empty, "." or ".." segment, no hidden segment, no backslash, percent,
+// control or format character (so no encoded form can mean a different path), and a domain first.
 func CleanPath(p string) (string, error) {
 	switch {
 	case p == "":
@@ -36,8 +38,11 @@ func CleanPath(p string) (string, error) {
 		return "", fmt.Errorf("path %q: backslash, %%, ? and # are not allowed", p)
 	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
-			return "", fmt.Errorf("path %q: control character", p)
+		// C0, DEL and C1 controls could drive a terminal that lists the path; format
+		// characters (bidi overrides and isolates, zero-width ones) could make it show as
+		// another path. `bpa describe` escapes the same set (pkg/describe).
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return "", fmt.Errorf("path %q: control or format (bidi) character %U", p, r)
 		}
 	}
 	segs := strings.Split(p, "/")

@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,14 +9,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
@@ -26,6 +30,7 @@ import (
 	tus "github.com/tus/tusd/v2/pkg/handler"
 	"github.com/tus/tusd/v2/pkg/memorylocker"
 	"golang.org/x/exp/slog"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,6 +43,9 @@ const (
 	// userHeader carries the authenticated user from the auth check to tusd's creation
 	// hook. Any value a client sends is deleted first.
 	userHeader = "X-Bpa-Authenticated-User"
+	// overrideHeader tells tusd's hooks that the caller holds VerbOverride on the upload's
+	// path. Any value a client sends is deleted first.
+	overrideHeader = "X-Bpa-Override"
 	// checksumMismatch is the status the tus checksum extension uses for a bad checksum.
 	checksumMismatch = 460
 	// deferredKey in Upload-Metadata, instead of sha256, declares the sum at the end.
@@ -77,6 +85,24 @@ type Server struct {
 	registry http.Handler
 	uploads  string
 	apt      *aptRepo // nil without a signing key
+	// publishing serializes the check-then-write of one file path or image tag (by a
+	// hash of it), so two writers of one path cannot interleave.
+	publishing [64]sync.Mutex
+}
+
+// lock holds the publishing lock of key (a file path, or repository:tag) until unlock.
+func (s *Server) lock(key string) (unlock func()) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	m := &s.publishing[h.Sum32()%uint32(len(s.publishing))]
+	m.Lock()
+	return m.Unlock
+}
+
+// topSegment is the RBAC resourceName a file path is authorized by: its domain.
+func topSegment(p string) string {
+	top, _, _ := strings.Cut(p, "/")
+	return top
 }
 
 // FileMeta describes one served file.
@@ -197,6 +223,7 @@ func newRegistry(ctx context.Context, dir string) (h http.Handler, err error) {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(userHeader)
+	r.Header.Del(overrideHeader)
 	// An encoded slash or backslash would let one path segment hold several after
 	// decoding; nothing BPA serves needs one.
 	if esc := strings.ToLower(r.URL.EscapedPath()); strings.Contains(esc, "%2f") || strings.Contains(esc, "%5c") {
@@ -222,17 +249,90 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// serveRegistry guards the registry: reads need get on artifacts; writes create (delete)
+// on artifacts named by the image's registry (its first path segment, e.g.
+// registry.k8s.io) or its whole repository (registry.k8s.io/kube-apiserver). Tags are
+// immutable and images are never deleted, unless the caller holds VerbOverride there.
 func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); ok {
+			s.registry.ServeHTTP(w, r)
+		}
+		return
+	}
+	repo, kind, ref := registryPath(r.URL.Path)
+	if repo == "" {
+		http.Error(w, "registry writes must name a repository: /v2/<repository>/(blobs|manifests)/...", http.StatusBadRequest)
+		return
+	}
 	verb := "create"
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		verb = "get"
-	case http.MethodDelete:
+	if r.Method == http.MethodDelete {
 		verb = "delete"
 	}
-	if _, ok := s.opts.Auth.allow(w, r, verb, Resource, ""); ok {
+	names := []string{topSegment(repo), repo}
+	u, ok := s.opts.Auth.allowNamed(w, r, verb, names...)
+	if !ok {
+		return
+	}
+	override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", names...)
+	switch {
+	case verb == "delete" && !override:
+		http.Error(w, fmt.Sprintf("Forbidden: images in %s are immutable: deleting needs %s on %s named %s",
+			repo, VerbOverride, Resource, strings.Join(quoteAll(names), " or ")), http.StatusForbidden)
+	case r.Method == http.MethodPut && kind == "manifests" && !strings.Contains(ref, ":"):
+		s.putTag(w, r, repo, ref, override)
+	default:
 		s.registry.ServeHTTP(w, r)
 	}
+}
+
+// registryPath splits /v2/<repository>/<kind>/<ref...> (kind manifests, blobs or tags).
+func registryPath(p string) (repo, kind, ref string) {
+	rest := strings.TrimPrefix(p, "/v2/")
+	for _, k := range []string{"/manifests/", "/blobs/", "/tags/"} {
+		if i := strings.LastIndex(rest, k); i > 0 {
+			return rest[:i], strings.Trim(k, "/"), rest[i+len(k):]
+		}
+	}
+	return "", "", ""
+}
+
+// maxManifest is distribution's own limit on a manifest's size.
+const maxManifest = 4 << 20
+
+// manifestTypes are what a tag may point at, asked for when looking one up.
+var manifestTypes = []string{
+	"application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+	"application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json",
+}
+
+// putTag pushes a manifest by tag unless the tag already names another manifest and the
+// caller may not override: kubespray pulls by tag, so re-pointing one swaps what nodes run.
+// The same manifest again is a no-op success.
+func (s *Server) putTag(w http.ResponseWriter, r *http.Request, repo, tag string, override bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxManifest+1))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > maxManifest {
+		http.Error(w, fmt.Sprintf("manifest larger than %d bytes", maxManifest), http.StatusRequestEntityTooLarge)
+		return
+	}
+	sum := sha256.Sum256(body)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	defer s.lock(repo + ":" + tag)()
+	head := httptest.NewRequestWithContext(r.Context(), http.MethodHead, "/v2/"+repo+"/manifests/"+tag, nil)
+	head.Header["Accept"] = manifestTypes
+	cur := httptest.NewRecorder()
+	s.registry.ServeHTTP(cur, head)
+	if old := cur.Header().Get("Docker-Content-Digest"); cur.Code == http.StatusOK && old != digest && !override {
+		http.Error(w, fmt.Sprintf("Conflict: tag %s:%s already names %s; tags are immutable (push a new tag), replacing one needs %s on %s named %q or %q",
+			repo, tag, old, VerbOverride, Resource, topSegment(repo), repo), http.StatusConflict)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.registry.ServeHTTP(w, r)
 }
 
 // serveFiles routes /files/: POST creates an upload, HEAD and PATCH on a single segment
@@ -246,13 +346,23 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 			http.Error(w, fmt.Sprintf("Upload-Metadata: longer than %d bytes", MaxMetadata), http.StatusRequestHeaderFieldsTooLarge)
 			return
 		}
-		u, ok := s.opts.Auth.allow(w, r, "create", Resource, "")
+		// The path is the upload's: from its metadata when it is created, from what was
+		// recorded then when it goes on.
+		p := tus.ParseMetadataHeader(r.Header.Get("Upload-Metadata"))["path"]
+		info, started := s.uploadInfo(rest)
+		if upload {
+			p = info.MetaData["path"]
+		}
+		u, ok := s.opts.Auth.allowNamed(w, r, "create", topSegment(p))
 		if !ok {
 			return
 		}
-		if upload && !s.owns(rest, u.GetName()) {
+		if upload && started && info.MetaData["uploadedBy"] != u.GetName() {
 			http.Error(w, fmt.Sprintf("Forbidden: upload %s was started by someone else than %s", rest, u.GetName()), http.StatusForbidden)
 			return
+		}
+		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); override {
+			r.Header.Set(overrideHeader, "1")
 		}
 		r.Header.Set(userHeader, u.GetName())
 		// tusd takes the upload ID from the path as its own router would leave it.
@@ -297,15 +407,11 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, p string) {
 	http.ServeContent(w, r, "", st.ModTime(), f) // Range, If-Modified-Since
 }
 
-// owns is false when the upload id exists and another user started it: an upload in
-// progress is its creator's alone to continue.
-func (s *Server) owns(id, name string) bool {
-	b, err := os.ReadFile(filepath.Join(s.uploads, id+".info"))
-	if err != nil {
-		return true // tusd answers 404
-	}
+// uploadInfo is the recorded state of the upload id, if there is one (else tusd answers 404).
+func (s *Server) uploadInfo(id string) (tus.FileInfo, bool) {
 	var info tus.FileInfo
-	return json.Unmarshal(b, &info) == nil && info.MetaData["uploadedBy"] == name
+	b, err := os.ReadFile(filepath.Join(s.uploads, id+".info"))
+	return info, err == nil && json.Unmarshal(b, &info) == nil
 }
 
 func tusError(code, msg string, status int) error { return tus.NewError(code, msg, status) }
@@ -333,6 +439,10 @@ func (s *Server) preCreate(hook tus.HookEvent) (tus.HTTPResponse, tus.FileInfoCh
 	}
 	if hook.Upload.SizeIsDeferred {
 		return tus.HTTPResponse{}, tus.FileInfoChanges{}, tusError("ERR_LENGTH_REQUIRED", "Upload-Length: required", http.StatusBadRequest)
+	}
+	// Refused before any byte is sent; preFinish decides again, under the path's lock.
+	if old, err := s.readMeta(p); err == nil && keep["sha256"] != "" && old.SHA256 != keep["sha256"] && hook.HTTPRequest.Header.Get(overrideHeader) == "" {
+		return tus.HTTPResponse{}, tus.FileInfoChanges{}, s.published(old)
 	}
 	return tus.HTTPResponse{}, tus.FileInfoChanges{MetaData: keep}, nil
 }
@@ -371,12 +481,33 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 			return discard("ERR_BAD_DEB", fmt.Sprintf("%s: not a Debian package the apt repository can list: %v", m.Path, err), http.StatusBadRequest)
 		}
 	}
+	// From reading what is published to replacing it, no other upload of the path runs.
+	defer s.lock(m.Path)()
+	if old, err := s.readMeta(m.Path); err == nil {
+		switch {
+		case old.SHA256 == m.SHA256: // the same bytes again: already published, as they were
+			_ = os.Remove(bin)
+			_ = os.Remove(infoFile)
+			return tus.HTTPResponse{}, nil
+		case hook.HTTPRequest.Header.Get(overrideHeader) == "":
+			_ = os.Remove(bin)
+			_ = os.Remove(infoFile)
+			return tus.HTTPResponse{}, s.published(old)
+		}
+	}
 	if err := s.publish(bin, m); err != nil {
 		return tus.HTTPResponse{}, err
 	}
 	s.aptChanged(m.Path)
 	_ = os.Remove(infoFile)
 	return tus.HTTPResponse{}, nil
+}
+
+// published is the refusal of other bytes for a published path.
+func (s *Server) published(old *FileMeta) error {
+	return tusError("ERR_PUBLISHED", fmt.Sprintf("%s is published (sha256 %s, uploaded by %s) and published files are immutable: "+
+		"upload a new version under a new path; replacing it needs %s on %s named %q",
+		old.Path, old.SHA256, old.UploadedBy, VerbOverride, Resource, topSegment(old.Path)), http.StatusConflict)
 }
 
 func fileSHA256(name string) (string, error) {
@@ -426,7 +557,14 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if _, ok := s.opts.Auth.allow(w, r, verb, Resource, ""); !ok {
+	var u user.Info
+	var ok bool
+	if verb == "delete" {
+		u, ok = s.opts.Auth.allowNamed(w, r, verb, topSegment(rest))
+	} else {
+		u, ok = s.opts.Auth.allow(w, r, verb, Resource, "")
+	}
+	if !ok {
 		return
 	}
 	if rest == "" && verb == "get" {
@@ -454,6 +592,14 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 	if verb == "get" {
 		writeJSON(w, m)
 		return
+	}
+	defer s.lock(p)()
+	if m.UploadedBy != u.GetName() {
+		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); !override {
+			http.Error(w, fmt.Sprintf("Forbidden: %s was uploaded by %s; deleting another's file needs %s on %s named %q",
+				p, m.UploadedBy, VerbOverride, Resource, topSegment(p)), http.StatusForbidden)
+			return
+		}
 	}
 	// The file goes first: a file without metadata is never served by a listing, and
 	// metadata without a file is a 404 on download, both harmless after a crash here.

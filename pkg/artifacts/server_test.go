@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -47,7 +52,9 @@ type env struct {
 	auth                      *artifacts.Auth
 	uploader, stranger, admin string
 	other                     string // another uploader
-	kube                      client.Client
+	// uploaderAPI is a token of uploader's for the Kubernetes API, not the server.
+	uploaderAPI string
+	kube        client.Client
 }
 
 func newEnv(t *testing.T) *env {
@@ -59,11 +66,13 @@ func newEnv(t *testing.T) *env {
 	uploader := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
 	stranger := artifactstest.Token(ctx, t, r, "stranger", "")
 	other := artifactstest.Token(ctx, t, r, "other", "bpa-artifacts-uploader")
-	auth, err := artifacts.NewAuth(r.RESTConfig, false)
+	uploaderAPI := artifactstest.TokenFor(ctx, t, r, "uploader", "")
+	admin := artifactstest.Token(ctx, t, r, "admin", "cluster-admin")
+	auth, err := artifacts.NewAuth(r.RESTConfig, false, "")
 	require.NoError(t, err)
 	kube, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
-	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, other: other, admin: r.AdminToken, kube: kube}
+	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, other: other, uploaderAPI: uploaderAPI, admin: admin, kube: kube}
 }
 
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.
@@ -389,6 +398,42 @@ func TestArtifactServer(t *testing.T) {
 		assert.ErrorContains(t, ac.Remove(ctx, path), "401", "but never anonymous writes")
 	})
 
+	// Issue 26, item 5: a token the server accepts is one the apiserver refuses, so the server
+	// holds nothing a thief could replay against the Kubernetes API; and the reverse.
+	t.Run("only tokens minted for the server's audience are accepted", func(t *testing.T) {
+		s := e.serve(t, t.TempDir(), "", false)
+		file, _ := randomFile(t, 100)
+		for who, tok := range map[string]string{"the uploader's Kubernetes API token": e.uploaderAPI, "the rig's admin token": e.rig.AdminToken} {
+			c, _ := s.client(t, tok)
+			_, err := c.Push(ctx, file, path)
+			assert.ErrorContains(t, err, "401 Unauthorized", who)
+			assert.ErrorContains(t, err, `a Kubernetes token for audience "bpa-artifacts" is required`, who)
+			status, _ := get(t, s.URL+"/files/"+path, tok)
+			assert.Equal(t, http.StatusUnauthorized, status, who)
+		}
+		c, _ := s.client(t, e.uploader)
+		_, err := c.Push(ctx, file, path)
+		require.NoError(t, err, "the same ServiceAccount's token for the server's audience")
+
+		kc := kubernetes.NewForConfigOrDie(&rest.Config{Host: e.rig.URL, BearerToken: e.uploader,
+			TLSClientConfig: rest.TLSClientConfig{CAData: e.rig.CAData}})
+		_, err = kc.CoreV1().Secrets(e.rig.Namespace).List(ctx, metav1.ListOptions{})
+		assert.True(t, apierrors.IsUnauthorized(err), "the apiserver refuses a token for the artifact server: %v", err)
+
+		other := *e.auth
+		other.Audience = "another-server"
+		srv, err := artifacts.NewServer(ctx, artifacts.Options{Dir: t.TempDir(), Auth: &other})
+		require.NoError(t, err)
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/files", nil)
+		req.Header.Set("Authorization", "Bearer "+e.uploader)
+		srv.ServeHTTP(w, req)
+		assert.Equal(t, http.StatusUnauthorized, w.Code, "--token-audience decides: %s", w.Body)
+	})
+
+	t.Run("one uploader cannot replace or delete another's artifacts", func(t *testing.T) { testImmutable(t, e) })
+	t.Run("writes are authorized per domain and repository", func(t *testing.T) { testScopedWrites(t, e) })
+
 	t.Run("bad input is refused", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)
 		sum := strings.Repeat("0", 64)
@@ -397,7 +442,9 @@ func TestArtifactServer(t *testing.T) {
 				"Upload-Length": strconv.Itoa(length), "Upload-Metadata": artifacts.EncodeMetadata(meta)})
 		}
 		for _, p := range []string{"../etc/passwd", "/etc/passwd", "dl.k8s.io/../../etc/passwd", "dl.k8s.io/a/../../../x",
-			"dl.k8s.io%2F..%2F..%2Fx", "dl.k8s.io\\..\\x", "kubelet", "dl.k8s.io/.hidden", ""} {
+			"dl.k8s.io%2F..%2F..%2Fx", "dl.k8s.io\\..\\x", "kubelet", "dl.k8s.io/.hidden", "",
+			// Issue 26, item 7: C1 controls (CSI, NEL), bidi overrides and isolates, zero-width.
+			"dl.k8s.io/a\u009b2Jb", "dl.k8s.io/a\u0085b", "dl.k8s.io/kube\u202edaeh", "dl.k8s.io/a\u2066b", "dl.k8s.io/a\u200bb", "dl.k8s.io/a\xffb"} {
 			assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": p, "sha256": sum}, 10).StatusCode, p)
 		}
 		assert.Equal(t, http.StatusBadRequest, create(map[string]string{"path": path, "sha256": "nothex"}, 10).StatusCode)
@@ -519,4 +566,103 @@ func TestArtifactServer(t *testing.T) {
 		assert.Equal(t, "installing", got.Provisionings[0].Status.Message)
 		assert.Empty(t, got.Softwares)
 	})
+}
+
+// Issue 26, item 1: what one holder of bpa-artifacts-uploader published, another cannot
+// overwrite, re-tag or delete; the same bytes again are a success; only override
+// (bpa-artifacts-admin) replaces.
+func testImmutable(t *testing.T, e *env) {
+	ctx := context.Background()
+	siteAdmin := artifactstest.Token(ctx, t, e.rig, "site-admin", "bpa-artifacts-admin")
+	s := e.serve(t, t.TempDir(), "", false)
+	const kubeadm = "dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubeadm"
+	up, _ := s.client(t, e.uploader)
+	attacker, _ := s.client(t, e.other)
+	good, goodSum := randomFile(t, 5<<20) // declared at the end (deferred)
+	evil, _ := randomFile(t, 5<<20)
+	small, smallSum := randomFile(t, 1000) // declared at creation
+	_, err := up.Push(ctx, good, kubeadm)
+	require.NoError(t, err)
+	_, err = up.Push(ctx, small, "dl.k8s.io/small")
+	require.NoError(t, err)
+
+	_, err = attacker.Push(ctx, evil, kubeadm)
+	assert.ErrorContains(t, err, "409 Conflict", "other bytes, at the end")
+	assert.ErrorContains(t, err, "published files are immutable")
+	_, err = attacker.Push(ctx, evil, "dl.k8s.io/small")
+	assert.ErrorContains(t, err, "409 Conflict", "other bytes, refused at creation")
+	status, body := get(t, s.URL+"/files/"+kubeadm, e.uploader)
+	require.Equal(t, http.StatusOK, status)
+	got := sha256.Sum256(body)
+	assert.Equal(t, goodSum, hex.EncodeToString(got[:]), "the first upload is still what is served")
+
+	m, err := attacker.Push(ctx, good, kubeadm)
+	require.NoError(t, err, "the same bytes again: idempotent")
+	assert.Equal(t, "system:serviceaccount:"+e.rig.Namespace+":uploader", m.UploadedBy, "and the first uploader stays on record")
+	assert.Equal(t, goodSum, m.SHA256)
+
+	assert.ErrorContains(t, attacker.Remove(ctx, kubeadm), "403 Forbidden", "another's file")
+	status, _ = get(t, s.URL+"/files/"+kubeadm, e.uploader)
+	assert.Equal(t, http.StatusOK, status)
+
+	admin, _ := s.client(t, siteAdmin)
+	m, err = admin.Push(ctx, evil, "dl.k8s.io/small")
+	require.NoError(t, err, "override replaces")
+	assert.NotEqual(t, smallSum, m.SHA256)
+	require.NoError(t, admin.Remove(ctx, kubeadm), "override deletes another's file")
+	require.NoError(t, admin.Remove(ctx, "dl.k8s.io/small"), "and its own")
+
+	// Images: a tag, once pushed, names that manifest.
+	ref, err := up.ImageRef("registry.k8s.io/kube-apiserver:v1.32.5")
+	require.NoError(t, err)
+	first, _ := random.Image(100, 1)
+	require.NoError(t, remote.Write(ref, first, remote.WithTransport(&bearer{token: e.uploader})))
+	second, _ := random.Image(100, 1)
+	err = remote.Write(ref, second, remote.WithTransport(&bearer{token: e.other}))
+	assert.ErrorContains(t, err, "409 Conflict", "another manifest under the tag")
+	require.NoError(t, remote.Write(ref, first, remote.WithTransport(&bearer{token: e.other})), "the same manifest again")
+	pulled, err := remote.Image(ref, remote.WithTransport(&bearer{token: e.uploader}))
+	require.NoError(t, err)
+	want, _ := first.Digest()
+	gotDigest, _ := pulled.Digest()
+	assert.Equal(t, want, gotDigest, "the tag still names the first image")
+	byDigest, err := name.NewDigest(ref.Context().String()+"@"+want.String(), name.Insecure)
+	require.NoError(t, err)
+	assert.ErrorContains(t, remote.Delete(byDigest, remote.WithTransport(&bearer{token: e.uploader})), "403", "images are not deleted without override")
+	require.NoError(t, remote.Write(ref, second, remote.WithTransport(&bearer{token: siteAdmin})), "override re-tags")
+}
+
+// testScopedWrites: a ClusterRole with resourceNames limits an uploader to the domains and
+// repositories it names.
+func testScopedWrites(t *testing.T, e *env) {
+	ctx := context.Background()
+	kc := kubernetes.NewForConfigOrDie(e.rig.RESTConfig)
+	_, err := kc.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "dl-k8s-io-uploader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{bpav1.GroupVersion.Group}, Resources: []string{artifacts.Resource}, Verbs: []string{"get"}},
+			{APIGroups: []string{bpav1.GroupVersion.Group}, Resources: []string{artifacts.Resource}, Verbs: []string{"create", "delete"},
+				ResourceNames: []string{"dl.k8s.io", "registry.k8s.io/pause"}},
+		}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	scoped := artifactstest.Token(ctx, t, e.rig, "scoped", "dl-k8s-io-uploader")
+	s := e.serve(t, t.TempDir(), "", false)
+	c, _ := s.client(t, scoped)
+	file, _ := randomFile(t, 1000)
+	_, err = c.Push(ctx, file, "dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubectl")
+	require.NoError(t, err, "its domain")
+	_, err = c.Push(ctx, file, "github.com/containerd/containerd/releases/download/v2.0.5/containerd.tgz")
+	assert.ErrorContains(t, err, `403 Forbidden`, "another domain")
+	assert.ErrorContains(t, err, `named "github.com"`)
+
+	img, _ := random.Image(100, 1)
+	for ref, ok := range map[string]bool{"registry.k8s.io/pause:3.10": true, "registry.k8s.io/kube-apiserver:v1.32.5": false, "quay.io/calico/node:v3.29.3": false} {
+		dst, err := c.ImageRef(ref)
+		require.NoError(t, err)
+		err = remote.Write(dst, img, remote.WithTransport(&bearer{token: scoped}))
+		if ok {
+			assert.NoError(t, err, ref)
+		} else {
+			assert.ErrorContains(t, err, "403", ref)
+		}
+	}
 }

@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
+	"github.com/akraino-edge-stack/bpa/pkg/describe"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
@@ -27,18 +28,27 @@ func init() {
 		overrides := &clientcmd.ConfigOverrides{}
 		var server, caFile string
 		var plainHTTP bool
+		var tok tokenOptions
 		newClient := func(cmd *cobra.Command) (*artifacts.Client, error) {
 			// The kubeconfig's token goes with every request: never in clear by accident.
 			if !strings.HasPrefix(server, "https://") && !(plainHTTP && strings.HasPrefix(server, "http://")) {
 				return nil, fmt.Errorf("--server %q: must be an https:// URL (http:// only with --plain-http, for a test bench)", server)
 			}
-			return artifactsClient(rules, overrides, server, caFile)
+			return artifactsClient(cmd.Context(), rules, overrides, server, caFile, tok)
 		}
 		cmd := &cobra.Command{
 			Use:   "artifacts",
 			Short: "Upload, list, remove and check the files and images of a site's artifact server (bpa serve)",
-			Long: "artifacts talks to `bpa serve` with the current kubeconfig's bearer token, which the server\n" +
-				"checks with TokenReview and a SubjectAccessReview on artifacts.bpa.akraino.org.",
+			Long: "artifacts talks to `bpa serve` with a token minted for the server alone (audience --audience),\n" +
+				"which the server checks with TokenReview and SubjectAccessReviews on artifacts.bpa.akraino.org;\n" +
+				"a token for the Kubernetes API never leaves for the artifact server. The token is, in this order:\n" +
+				"  --token-file FILE                e.g. from `kubectl create token SA -n NS --audience bpa-artifacts`\n" +
+				"  --service-account NS/NAME        requested from the apiserver (TokenRequest) with the kubeconfig's\n" +
+				"                                   credentials, which need create on serviceaccounts/token for NAME\n" +
+				"  the kubeconfig's own ServiceAccount, when its user is one (a TokenRequest for itself: it needs\n" +
+				"                                   create on its own serviceaccounts/token, see config/serve/rbac.yaml)\n" +
+				"A kubeconfig user that is not a ServiceAccount (a person, with OIDC or a certificate) names the\n" +
+				"ServiceAccount it uploads as with --service-account.",
 		}
 		pf := cmd.PersistentFlags()
 		pf.StringVar(&server, "server", os.Getenv("BPA_ARTIFACTS_SERVER"), "the artifact server's URL (default $BPA_ARTIFACTS_SERVER)")
@@ -46,6 +56,9 @@ func init() {
 		pf.StringVar(&caFile, "certificate-authority", os.Getenv("BPA_ARTIFACTS_CA"), "PEM CA that signed the server's certificate (default $BPA_ARTIFACTS_CA, else the system's)")
 		pf.StringVar(&rules.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 		pf.StringVar(&overrides.CurrentContext, "context", "", "kubeconfig context to use")
+		pf.StringVar(&tok.audience, "audience", artifacts.DefaultAudience, "the audience the server takes tokens for (its --token-audience)")
+		pf.StringVar(&tok.file, "token-file", os.Getenv("BPA_ARTIFACTS_TOKEN_FILE"), "file holding a token for --audience, read at each request (default $BPA_ARTIFACTS_TOKEN_FILE)")
+		pf.StringVar(&tok.serviceAccount, "service-account", "", "NAMESPACE/NAME of the ServiceAccount to request a token for, when the kubeconfig's user is not that ServiceAccount")
 
 		var path string
 		push := &cobra.Command{
@@ -181,18 +194,12 @@ func init() {
 	})
 }
 
-// artifactsClient authenticates with the kubeconfig's credentials (token, token file or
-// exec plugin) over a transport that trusts caFile, the artifact server's CA rather than
-// the apiserver's.
-func artifactsClient(rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides,
-	server, caFile string) (*artifacts.Client, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil {
-		return nil, errors.New("the kubeconfig's user has no bearer token (client certificates do not reach the artifact server); use e.g. `kubectl create token`")
-	}
+// artifactsClient authenticates with a token for the artifact server (serverTransport) over a
+// transport that trusts caFile, the artifact server's CA rather than the apiserver's. The
+// kubeconfig's credentials (any kind: token, certificate, exec plugin) only ever go to the
+// apiserver, to request that token.
+func artifactsClient(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides,
+	server, caFile string, tok tokenOptions) (*artifacts.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -205,7 +212,14 @@ func artifactsClient(rules *clientcmd.ClientConfigLoadingRules, overrides *clien
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	rt, err := rest.HTTPWrappersForConfig(cfg, base)
+	var cfg *rest.Config
+	if tok.file == "" {
+		var err error
+		if cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig(); err != nil {
+			return nil, err
+		}
+	}
+	rt, err := serverTransport(ctx, cfg, tok, base)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +273,10 @@ func printMeta(cmd *cobra.Command, l []artifacts.FileMeta, asJSON bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PATH\tSIZE\tSHA256\tUPLOADED BY\tUPLOADED AT")
 	for _, m := range l {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Path, humanBytes(m.Size), m.SHA256, m.UploadedBy, m.UploadedAt.Format("2006-01-02 15:04:05Z"))
+		// What the server lists was named by uploaders (and by a server of any version):
+		// escaped as describe escapes, so no name drives the terminal or reorders a line.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", describe.Clean(m.Path), humanBytes(m.Size), describe.Clean(m.SHA256),
+			describe.Clean(m.UploadedBy), m.UploadedAt.Format("2006-01-02 15:04:05Z"))
 	}
 	return tw.Flush()
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -36,14 +37,11 @@ func TestArtifactsCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	artifactstest.InstallRoles(ctx, t, r)
-	token := artifactstest.Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
-	kubeconfig := filepath.Join(t.TempDir(), "uploader.kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"rig": {Server: r.URL, CertificateAuthorityData: r.CAData}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"uploader": {Token: token}},
-		Contexts:       map[string]*clientcmdapi.Context{"rig": {Cluster: "rig", AuthInfo: "uploader"}},
-		CurrentContext: "rig",
-	}, kubeconfig))
+	// The kubeconfig holds a token for the Kubernetes API, which never reaches the artifact
+	// server: `bpa artifacts` exchanges it for one of the server's audience (TokenRequest).
+	token := artifactstest.TokenFor(ctx, t, r, "uploader", "bpa-artifacts-uploader")
+	artifactstest.SelfTokenRole(ctx, t, r, "uploader")
+	kubeconfig := tokenKubeconfig(t, r, token)
 
 	// `bpa serve` over HTTPS with a certificate for 127.0.0.1 that the rig's CA signed,
 	// reviewing tokens as the rig's admin (its own ServiceAccount in a deployment).
@@ -141,7 +139,7 @@ func TestArtifactsCommands(t *testing.T) {
 	pool.AppendCertsFromPEM(r.CAData)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/apt/InRelease", nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+artifactstest.Token(ctx, t, r, "uploader", ""))
 	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}).Do(req)
 	require.NoError(t, err)
 	inRelease, _ := io.ReadAll(resp.Body)
@@ -163,6 +161,56 @@ func TestArtifactsCommands(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "certificate", fmt.Sprint(err))
 
+	// Issue 26, item 5: where the token for the server's audience comes from when the
+	// kubeconfig's user is not a ServiceAccount allowed to request its own.
+	asAdmin := func(args ...string) (string, error) {
+		_, stderr, err := bpa(t, append([]string{"artifacts", "--server", server, "--certificate-authority", ca, "--kubeconfig", r.Kubeconfig}, args...)...)
+		return stderr, err
+	}
+	_, err = asAdmin("ls")
+	assert.ErrorContains(t, err, "is not a ServiceAccount", "the rig's admin is a person: it must say which ServiceAccount it uploads as")
+	assert.ErrorContains(t, err, "--service-account NAMESPACE/NAME")
+	_, err = asAdmin("--service-account", r.Namespace+"/uploader", "ls")
+	assert.NoError(t, err, "a TokenRequest for the named ServiceAccount, with the admin's credentials")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(artifactstest.Token(ctx, t, r, "uploader", "")), 0o600))
+	_, err = asAdmin("--token-file", tokenFile, "ls")
+	assert.NoError(t, err, "a token minted for the server, given in a file")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
+	_, err = asAdmin("--token-file", tokenFile, "ls")
+	assert.ErrorContains(t, err, `401 Unauthorized: Unauthorized: a Kubernetes token for audience "bpa-artifacts" is required`,
+		"a token for the Kubernetes API is refused")
+	noSelf := artifactstest.TokenFor(ctx, t, r, "noself", "bpa-artifacts-uploader")
+	_, _, err = bpa(t, "artifacts", "--server", server, "--certificate-authority", ca, "--kubeconfig", tokenKubeconfig(t, r, noSelf), "ls")
+	assert.ErrorContains(t, err, "it needs create on serviceaccounts/token for noself", "the missing grant is named")
+
 	_, _, err = bpa(t, "artifacts", "--server", "http://"+addr, "--kubeconfig", kubeconfig, "ls")
 	assert.ErrorContains(t, err, "must be an https:// URL", "a token is never sent in clear unless asked")
+}
+
+// tokenKubeconfig writes a kubeconfig for the rig's apiserver whose user holds token.
+func tokenKubeconfig(t *testing.T, r *rig.Rig, token string) string {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"rig": {Server: r.URL, CertificateAuthorityData: r.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"user": {Token: token}},
+		Contexts:       map[string]*clientcmdapi.Context{"rig": {Cluster: "rig", AuthInfo: "user"}},
+		CurrentContext: "rig",
+	}, kubeconfig))
+	return kubeconfig
+}
+
+// Issue 26, item 7: `bpa artifacts ls` escapes control and bidi characters in what the
+// server lists (uploader-chosen names), as `bpa describe` does.
+func TestArtifactsListEscapes(t *testing.T) {
+	cmd := NewRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	require.NoError(t, printMeta(cmd, []artifacts.FileMeta{{Path: "dl.k8s.io/kube\u202edaeh\x1b]0;pwned\x07\u009b2J", UploadedBy: "evil\u2066x"}}, false))
+	got := out.String()
+	assert.Contains(t, got, `dl.k8s.io/kube\u202edaeh\x1b]0;pwned\a\u009b2J`)
+	assert.Contains(t, got, `evil\u2066x`)
+	for _, raw := range []string{"\u202e", "\x1b", "\x07", "\u009b", "\u2066"} {
+		assert.NotContains(t, got, raw)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,8 +27,9 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var opts artifacts.Options
-		var listen, certFile, keyFile string
+		var listen, certFile, keyFile, audience string
 		var anonymousReads, plainHTTP bool
+		var limits serveLimits
 		cmd := &cobra.Command{
 			Use:   "serve",
 			Short: "Run the site's artifact server: files (tus uploads, kubespray's offline layout), container images (/v2/) and installation status",
@@ -38,6 +41,7 @@ func init() {
 				"  /v2/                      an OCI distribution registry (crane, skopeo, docker, oras)\n" +
 				"  /apt/                     a signed flat apt repository of the uploaded .deb files (with --apt-signing-key)\n" +
 				"  /api/v1/status/NS/CLUSTER the cluster's Provisioning and Software status, as JSON\n" +
+				"Every token must be minted for --token-audience (a ServiceAccount token from TokenRequest).\n" +
 				"Writes need a Kubernetes bearer token allowed to create (or delete) artifacts.bpa.akraino.org;\n" +
 				"reads need one allowed to get them, unless --anonymous-reads; status needs list on the CRs.",
 			Args: cobra.NoArgs,
@@ -51,7 +55,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads); err != nil {
+				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads, audience); err != nil {
 					return err
 				}
 				if opts.Status, err = client.New(cfg, client.Options{Scheme: controller.Scheme()}); err != nil {
@@ -62,7 +66,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				srv := &http.Server{Addr: listen, Handler: h, ReadHeaderTimeout: 30 * time.Second}
+				srv := limits.server(h)
 				go func() {
 					<-ctx.Done()
 					shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -70,11 +74,16 @@ func init() {
 					_ = srv.Shutdown(shutdown)
 				}()
 				fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: listening on %s, store %s\n", listen, opts.Dir)
+				l, err := net.Listen("tcp", listen)
+				if err != nil {
+					return err
+				}
+				l = netutil.LimitListener(l, limits.maxConns)
 				if certFile == "" {
-					err = srv.ListenAndServe()
+					err = srv.Serve(l)
 				} else {
 					srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: reloading(certFile, keyFile)}
-					err = srv.ListenAndServeTLS("", "")
+					err = srv.ServeTLS(l, "", "")
 				}
 				if errors.Is(err, http.ErrServerClosed) {
 					return nil
@@ -88,10 +97,14 @@ func init() {
 		f.StringVar(&certFile, "tls-cert-file", "", "serving certificate, PEM (e.g. tls.crt of a cert-manager Secret); reloaded when it changes")
 		f.StringVar(&keyFile, "tls-private-key-file", "", "its private key, PEM (tls.key)")
 		f.BoolVar(&plainHTTP, "plain-http", false, "serve without TLS (tokens then cross the network in clear: test benches only)")
+		f.StringVar(&audience, "token-audience", artifacts.DefaultAudience, "the audience a caller's token must be minted for (TokenRequest, `kubectl create token --audience`); tokens for the Kubernetes API are refused, as the server could replay them")
 		f.BoolVar(&anonymousReads, "anonymous-reads", false, "let nodes download files and pull images without a token")
 		f.StringVar(&opts.URL, "url", os.Getenv("BPA_ARTIFACTS_URL"), "base URL nodes reach the server at, for the OS image URLs it shows (default: each request's own)")
 		f.StringVar(&opts.AptSigningKey, "apt-signing-key", "", "armored, unencrypted OpenPGP private key that signs the apt repository at /apt/; without one (or when the file does not exist) /apt/ is off. Read at start only")
 		f.Int64Var(&opts.MaxSize, "max-upload-size", artifacts.DefaultMaxSize, "largest upload in bytes")
+		f.IntVar(&limits.maxConns, "max-connections", 512, "connections served at once; more wait to be accepted")
+		f.DurationVar(&limits.stall, "stall-timeout", 2*time.Minute, "a request whose body or response makes no progress for this long is cut (a slow but moving upload or download is not)")
+		f.DurationVar(&limits.idle, "idle-timeout", 2*time.Minute, "how long a kept-alive connection may sit idle")
 		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
 		return cmd
 	})
@@ -133,3 +146,55 @@ func reloading(certFile, keyFile string) func(*tls.ClientHelloInfo) (*tls.Certif
 		return cert, nil
 	}
 }
+
+// serveLimits bound what unauthenticated clients can hold: connections, and time without
+// progress. A whole-request read or write timeout would cut a multi-GiB tus PATCH or image
+// download on a slow link, so each deadline is pushed on while bytes move (progressDeadlines).
+type serveLimits struct {
+	maxConns    int
+	stall, idle time.Duration
+}
+
+func (l serveLimits) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: progressDeadlines(h, l.stall), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: l.idle}
+}
+
+// progressDeadlines sets a read and a write deadline of stall on each request, and pushes
+// each on by stall whenever the body yields bytes or the response takes some.
+func progressDeadlines(h http.Handler, stall time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(stall))
+		_ = rc.SetWriteDeadline(time.Now().Add(stall))
+		r.Body = &progressBody{ReadCloser: r.Body, rc: rc, stall: stall}
+		h.ServeHTTP(&progressWriter{ResponseWriter: w, rc: rc, stall: stall}, r)
+	})
+}
+
+type progressBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.stall))
+	}
+	return n, err
+}
+
+type progressWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController (tusd's, distribution's) reach the connection.
+func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

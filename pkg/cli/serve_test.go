@@ -2,9 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,4 +36,36 @@ func TestAptSigningKey(t *testing.T) {
 			assert.Equal(t, c.said, stderr.String())
 		})
 	}
+}
+
+// Issue 26, item 7: a request body that stops moving is cut after the stall timeout, one that
+// keeps moving is not, however long it takes in all (a multi-GiB tus PATCH on a slow link).
+func TestServeStallTimeout(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	got := make(chan error, 1)
+	h := progressDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.Copy(io.Discard, r.Body)
+		got <- err
+	}), stall)
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config = (serveLimits{stall: stall, idle: time.Minute}).server(h)
+	ts.Start()
+	defer ts.Close()
+	send := func(pause time.Duration, chunks int) error {
+		pr, pw := io.Pipe()
+		go func() {
+			for range chunks {
+				_, _ = pw.Write([]byte("chunk"))
+				time.Sleep(pause)
+			}
+			_ = pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPatch, ts.URL, pr)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		return <-got
+	}
+	assert.NoError(t, send(stall/3, 8), "moving for %s in all, never stalled", 8*stall/3)
+	assert.ErrorContains(t, send(3*stall, 2), "timeout", "stalled for longer than the stall timeout")
 }

@@ -106,6 +106,9 @@ func clean(s string) string {
 	return b.String()
 }
 
+// Clean is clean for other commands' output of untrusted text (`bpa artifacts ls`).
+func Clean(s string) string { return clean(s) }
+
 func unsafeRune(r rune) bool {
 	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }

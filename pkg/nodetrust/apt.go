@@ -66,11 +66,43 @@ func AptSource(server string) (string, error) {
 	return "Types: deb\nURIs: " + server + "/apt/\nSuites: ./\nSigned-By: " + bpav1.AptKeyPath + "\n", nil
 }
 
-// aptScript writes $1 (the key) and then $2 (the source), each without its last newline.
-// The source is written last, so a host holding both exactly is left alone, and one cut off
-// between the two is done again. Its text is fixed: key and source are only ever data.
+// aptOrigin is the Origin field of the Release file the artifact server signs
+// (pkg/artifacts/apt.go), which apt preferences pin by (`release o=`): unlike the URI's host
+// it does not change with the address a node reaches the server at.
+const aptOrigin = "BPA"
+
+// packageName is Debian policy's package name syntax (5.6.1): nothing apt preferences
+// could read as another field or record.
+var packageName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
+// AptPreferences pins the artifact server's repository so that it supplies only names, the
+// packages of the Software being installed, at the default priority (500: the version
+// decides, as for any source), and nothing else at all (-1): an uploader's .deb can then
+// neither replace an OS package of another name, even with a higher version, nor come in
+// as a dependency. A dependency that only the server has must be named in the Software.
+// Each install rewrites the file, so only the running Software's names are open.
+func AptPreferences(names []string) (string, error) {
+	var b strings.Builder
+	b.WriteString("# Written by BPA install-software: the artifact server's repository supplies only these packages.\n")
+	if len(names) > 0 {
+		for _, n := range names {
+			if !packageName.MatchString(n) {
+				return "", fmt.Errorf("package name %q: not a Debian package name", n)
+			}
+		}
+		fmt.Fprintf(&b, "Package: %s\nPin: release o=%s\nPin-Priority: 500\n\n", strings.Join(names, " "), aptOrigin)
+	}
+	fmt.Fprintf(&b, "Package: *\nPin: release o=%s\nPin-Priority: -1\n", aptOrigin)
+	return b.String(), nil
+}
+
+// aptScript writes $1 (the key), $3 (the preferences) and then $2 (the source), each without
+// its last newline. The source is written last, so a host holding all exactly is left alone,
+// and one cut off between them is done again. Its text is fixed: its arguments are only ever
+// data.
 var aptScript = `set -eu
-if [ "$(cat ` + bpav1.AptKeyPath + ` 2>/dev/null)" = "$1" ] && [ "$(cat ` + bpav1.AptSourcePath + ` 2>/dev/null)" = "$2" ]; then
+if [ "$(cat ` + bpav1.AptKeyPath + ` 2>/dev/null)" = "$1" ] && [ "$(cat ` + bpav1.AptPreferencesPath + ` 2>/dev/null)" = "$3" ] &&
+	[ "$(cat ` + bpav1.AptSourcePath + ` 2>/dev/null)" = "$2" ]; then
 	echo current
 	exit 0
 fi
@@ -81,19 +113,25 @@ put() {
 	mv -f "$1.bpa-new" "$1"
 }
 put ` + bpav1.AptKeyPath + ` "$1"
+put ` + bpav1.AptPreferencesPath + ` "$3"
 put ` + bpav1.AptSourcePath + ` "$2"
 echo changed
 `
 
-// InstallAptSource puts the repository's key and source on the host c is connected to, and
-// says whether it changed anything. key is ParseAptKey's output.
-func InstallAptSource(ctx context.Context, c *sshexec.Client, key []byte, server string) (bool, error) {
+// InstallAptSource puts the repository's key, its pinning to names (AptPreferences) and its
+// source on the host c is connected to, and says whether it changed anything. key is
+// ParseAptKey's output.
+func InstallAptSource(ctx context.Context, c *sshexec.Client, key []byte, server string, names []string) (bool, error) {
 	src, err := AptSource(server)
 	if err != nil {
 		return false, err
 	}
+	prefs, err := AptPreferences(names)
+	if err != nil {
+		return false, err
+	}
 	out, err := c.Output(ctx, []string{"sh", "-c", aptScript, "bpa-apt-source",
-		strings.TrimSuffix(string(key), "\n"), strings.TrimSuffix(src, "\n")})
+		strings.TrimSuffix(string(key), "\n"), strings.TrimSuffix(src, "\n"), strings.TrimSuffix(prefs, "\n")})
 	return strings.TrimSpace(string(out)) == "changed", err
 }
 

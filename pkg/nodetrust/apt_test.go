@@ -143,7 +143,7 @@ func TestAptSourceOnRealHost(t *testing.T) {
 		require.NoError(t, err)
 		_, err = nodetrust.InstallCAOn(ctx, cl, certs)
 		require.NoError(t, err)
-		changed, err := nodetrust.InstallAptSource(ctx, cl, k, server)
+		changed, err := nodetrust.InstallAptSource(ctx, cl, k, server, []string{"bpa-offline-tool"})
 		require.NoError(t, err)
 		return changed
 	}
@@ -154,6 +154,10 @@ func TestAptSourceOnRealHost(t *testing.T) {
 	src, err := os.ReadFile(h.File(bpav1.AptSourcePath))
 	require.NoError(t, err)
 	assert.Equal(t, "Types: deb\nURIs: "+server+"/apt/\nSuites: ./\nSigned-By: "+bpav1.AptKeyPath+"\n", string(src))
+	prefs, err := os.ReadFile(h.File(bpav1.AptPreferencesPath))
+	require.NoError(t, err)
+	want, _ := nodetrust.AptPreferences([]string{"bpa-offline-tool"})
+	assert.Equal(t, want, string(prefs), "the pinning TestAptPreferencesWithRealApt checks with real apt")
 	_, err = cl.Output(ctx, []string{"apt-get", "update"})
 	require.NoError(t, err)
 	out, err := cl.Output(ctx, []string{"apt-cache", "show", "--no-all-versions", "--", "bpa-offline-tool"})

@@ -170,7 +170,7 @@ func (h *Host) setUp(t testing.TB) {
 	h.hostKey = signer.PublicKey()
 	writeFile(t, h.path("ssh_host_ed25519_key"), priv, 0o600)
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
-	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources"} {
+	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -346,12 +346,12 @@ func (h *Host) Dir() string { return h.dir }
 var hostMounts = map[string]string{
 	"kubernetes": "/etc/kubernetes", "bpa": "/etc/bpa", "local-ca-certificates": "/usr/local/share/ca-certificates",
 	"ssl-certs": "/etc/ssl/certs", "ca-hooks": "/etc/ca-certificates/update.d",
-	"apt-keyrings": "/etc/apt/keyrings", "apt-sources": "/etc/apt/sources.list.d",
+	"apt-keyrings": "/etc/apt/keyrings", "apt-sources": "/etc/apt/sources.list.d", "apt-preferences": "/etc/apt/preferences.d",
 }
 
 // File is where the test reads the file the host sees at path, under one of its own
 // directories (/etc/kubernetes, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs,
-// /etc/apt/keyrings, /etc/apt/sources.list.d).
+// /etc/apt/keyrings, /etc/apt/sources.list.d, /etc/apt/preferences.d).
 func (h *Host) File(path string) string {
 	for dir, at := range hostMounts {
 		if rest, ok := strings.CutPrefix(path, at+"/"); ok {

@@ -23,6 +23,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/transport"
@@ -52,12 +53,36 @@ func InstallRoles(ctx context.Context, t testing.TB, r *rig.Rig) {
 }
 
 // Token creates the ServiceAccount sa in the rig's namespace, binds it to clusterRole
-// unless that is empty, and returns a real token of it (TokenRequest).
+// unless that is empty, and returns a real token of it (TokenRequest) for the artifact
+// server's audience (artifacts.DefaultAudience).
 func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string) string {
+	return TokenFor(ctx, t, r, sa, clusterRole, artifacts.DefaultAudience)
+}
+
+// SelfTokenRole lets ServiceAccount sa request tokens of its own (create on its
+// serviceaccounts/token, by name), which `bpa artifacts` does for the server's audience, as
+// config/serve/rbac.yaml tells an admin to grant.
+func SelfTokenRole(ctx context.Context, t testing.TB, r *rig.Rig, sa string) {
+	kc := kubernetes.NewForConfigOrDie(r.RESTConfig)
+	name := sa + "-artifacts-token"
+	_, err := kc.RbacV1().Roles(r.Namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{sa}, Verbs: []string{"create"}}}},
+		metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kc.RbacV1().RoleBindings(r.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: r.Namespace}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// TokenFor is Token for the given audiences; none means the Kubernetes API's.
+func TokenFor(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string, audiences ...string) string {
 	kc := kubernetes.NewForConfigOrDie(r.RESTConfig)
 	_, err := kc.CoreV1().ServiceAccounts(r.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	if clusterRole != "" {
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	if clusterRole != "" && err == nil {
 		_, err = kc.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + clusterRole},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
@@ -67,7 +92,7 @@ func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string
 	}
 	exp := int64(3600)
 	tr, err := kc.CoreV1().ServiceAccounts(r.Namespace).CreateToken(ctx, sa,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp, Audiences: audiences}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return tr.Status.Token
 }
@@ -81,7 +106,7 @@ func Token(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole string
 func Server(ctx context.Context, t *testing.T, r *rig.Rig, opt ...func(*artifacts.Options)) (string, []byte, *artifacts.Client) {
 	InstallRoles(ctx, t, r)
 	token := Token(ctx, t, r, "uploader", "bpa-artifacts-uploader")
-	auth, err := artifacts.NewAuth(r.RESTConfig, true)
+	auth, err := artifacts.NewAuth(r.RESTConfig, true, "")
 	require.NoError(t, err)
 	opts := artifacts.Options{Dir: t.TempDir(), Auth: auth, MaxSize: 1 << 30}
 	for _, o := range opt {

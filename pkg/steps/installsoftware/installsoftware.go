@@ -8,7 +8,8 @@
 //  2. reads the installed versions over SSH with dpkg-query; if the host already satisfies
 //     every item, it stops there: no apt-get at all;
 //  3. otherwise, when installing, adds spec.aptSource's repository (--apt-url, with the site
-//     admin's --apt-key and --artifacts-ca: the CA, the key and a deb822 source, each written
+//     admin's --apt-key and --artifacts-ca: the CA, the key, apt preferences that let it
+//     supply only the packages this Software names, and a deb822 source, each written
 //     by a fixed script and left alone when current), runs apt-get update, checks with apt-cache that every name
 //     it will hand apt-get is a package of exactly that name (apt-get would read any other as
 //     a pattern), then runs install (with the pinned versions) and/or remove;
@@ -159,7 +160,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	}
 	if argv := before.Update(); argv != nil {
 		if o.aptURL != "" {
-			if err := o.addAptSource(ctx, client, repo, who); err != nil {
+			if err := o.addAptSource(ctx, client, repo, who, before.Names()); err != nil {
 				return err
 			}
 		}
@@ -195,7 +196,7 @@ type aptRepo struct {
 
 // addAptSource puts the artifact server's CA, the repository's key and its source on the
 // host, before the apt-get update that reads them.
-func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, repo aptRepo, who string) error {
+func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, repo aptRepo, who string, names []string) error {
 	if len(repo.certs) > 0 {
 		changed, err := nodetrust.InstallCAOn(ctx, client, repo.certs)
 		if err != nil {
@@ -205,12 +206,13 @@ func (o *options) addAptSource(ctx context.Context, client *sshexec.Client, repo
 			o.logf("%s: artifact server CA installed (%s and the OS trust store)", who, nodetrust.Path)
 		}
 	}
-	changed, err := nodetrust.InstallAptSource(ctx, client, repo.key, o.aptURL)
+	changed, err := nodetrust.InstallAptSource(ctx, client, repo.key, o.aptURL, names)
 	if err != nil {
 		return fmt.Errorf("%s: adding the apt repository of %s: %w", who, o.aptURL, err)
 	}
 	if changed {
-		o.logf("%s: apt repository %s/apt/ added (%s, checked with %s)", who, o.aptURL, bpav1.AptSourcePath, bpav1.AptKeyPath)
+		o.logf("%s: apt repository %s/apt/ added (%s, checked with %s, supplying only %s: %s)", who, o.aptURL,
+			bpav1.AptSourcePath, bpav1.AptKeyPath, strings.Join(names, " "), bpav1.AptPreferencesPath)
 	}
 	return nil
 }

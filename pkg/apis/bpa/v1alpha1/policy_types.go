@@ -76,6 +76,9 @@ type ArtifactServer struct {
 const (
 	AptKeyPath    = "/etc/apt/keyrings/bpa-artifacts.asc"
 	AptSourcePath = "/etc/apt/sources.list.d/bpa-artifacts.sources"
+	// AptPreferencesPath pins the repository: only the packages the Software being installed
+	// names may come from it (see nodetrust.AptPreferences).
+	AptPreferencesPath = "/etc/apt/preferences.d/bpa-artifacts.pref"
 )
 
 // ArtifactsCAPath is where BPA installs an artifact server's CA on every node, whatever its
