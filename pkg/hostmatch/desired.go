@@ -2,7 +2,6 @@ package hostmatch
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,18 +80,25 @@ func PoolMembers(pool bpav1.WorkerPool, applied []bpav1.HostStatus, deleteFirst 
 	}
 	sort.Ints(have)
 	want := int(pool.Replicas)
-	for len(have) > want {
-		victim := len(have) - 1
-		for j := range have {
-			if deleteFirst[prefix+strconv.Itoa(have[j])] {
-				victim = j
-				break
+	// One pass each way, so planning stays linear in members however far a pool scales.
+	if excess := len(have) - want; excess > 0 {
+		// The annotated members leave first, lowest index first; then the highest indexes.
+		kept := have[:0]
+		for _, n := range have {
+			if excess > 0 && deleteFirst[prefix+strconv.Itoa(n)] {
+				excess--
+				continue
 			}
+			kept = append(kept, n)
 		}
-		have = slices.Delete(have, victim, victim+1)
+		have = kept[:len(kept)-excess]
+	}
+	taken := make(map[int]bool, len(have))
+	for _, n := range have {
+		taken[n] = true
 	}
 	for next := 1; len(have) < want; next++ {
-		if !slices.Contains(have, next) {
+		if !taken[next] {
 			have = append(have, next)
 		}
 	}

@@ -123,3 +123,23 @@ func BenchmarkPlan1000ScaleUp(b *testing.B) { benchPlanAndTranslate(b, 1) }
 
 // BenchmarkPlan1000Removal: day 2, 1,000 pool members applied, the spec asks for 990.
 func BenchmarkPlan1000Removal(b *testing.B) { benchPlanAndTranslate(b, 2) }
+
+// BenchmarkPlanScaleUpSizes plans a scale-up that doubles pools to 1k, 5k and 10k members (above
+// bpav1.MaxNodes, which admission enforces, to show the planner is linear in nodes: ns/op
+// per member should stay flat across the sizes).
+func BenchmarkPlanScaleUpSizes(b *testing.B) {
+	for _, n := range []int32{1000, 5000, 10000} {
+		p := poolCluster(n)
+		p.Status.Applied = appliedCluster(b, n/2)
+		requirePlan(b, p, translator.StepScaleWorkers, int(n/2))
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := translator.PlanChange(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/member")
+		})
+	}
+}
