@@ -283,8 +283,23 @@ func (c *Client) request(ctx context.Context, method, p string, body io.Reader) 
 	return req, err
 }
 
-// do sends req and fails unless the status is want, with the server's message. The caller
-// closes the body of a successful response.
+// StatusError is an answer other than the one a request wanted. Its Error repeats the
+// server's status line and message, for an uploader talking to their own server; a caller
+// that must not repeat what a server says (the offline pre-flight) uses Method, Path and
+// Code only.
+type StatusError struct {
+	Method, Path string
+	Code         int
+	// Status and Message are the server's own words.
+	Status, Message string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: %s: %s", e.Method, e.Path, e.Status, e.Message)
+}
+
+// do sends req and fails unless the status is want, with the server's message (a
+// *StatusError). The caller closes the body of a successful response.
 func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -293,7 +308,7 @@ func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
 	if resp.StatusCode != want {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return resp, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(msg)))
+		return resp, &StatusError{Method: req.Method, Path: req.URL.Path, Code: resp.StatusCode, Status: resp.Status, Message: strings.TrimSpace(string(msg))}
 	}
 	return resp, nil
 }

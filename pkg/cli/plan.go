@@ -27,6 +27,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
 )
 
 func init() {
@@ -65,8 +66,8 @@ func init() {
 				var bmhs []metal3v1.BareMetalHost
 				var err error
 				source := hf.bmhFile
-				pol := policy.Default()
-				if policyFile != "" {
+				pol, known := policy.Default(), policyFile != ""
+				if known {
 					if pol, err = readPolicy(policyFile); err != nil {
 						return &ExitError{Code: 1, Err: err}
 					}
@@ -78,19 +79,36 @@ func init() {
 					var livePol *policy.Policy
 					p, bmhs, source, livePol, err = readLive(cmd.Context(), clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), live, hf.bmhFile)
 					if livePol != nil && policyFile == "" {
-						pol = *livePol
+						pol, known = *livePol, true
 					} else if err == nil && policyFile == "" {
 						fmt.Fprintf(cmd.ErrOrStderr(), "bpa plan: BPAPolicy %s is not readable with your credentials: the plan shows no artifact-server CA (give --policy FILE)\n", bpav1.PolicyName)
 					}
 				case hf.crFile == "" || hf.bmhFile == "":
 					return &ExitError{Code: 1, Err: fmt.Errorf("give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")}
 				default:
-					if p, err = readProvisioning(cmd.Context(), cmd, hf.crFile); err == nil {
+					// Judged by the site's policy when given, as lint --policy judges it: the
+					// plan of a CR the site refuses (an artifact server it does not list,
+					// say) would never run.
+					ctx := cmd.Context()
+					if ctx == nil {
+						ctx = context.Background()
+					}
+					if policyFile != "" {
+						ctx = validation.WithPolicy(ctx, pol)
+					}
+					if p, err = readProvisioning(ctx, cmd, hf.crFile); err == nil {
 						bmhs, err = hostmatch.ReadBareMetalHostsFile(hf.bmhFile)
 					}
 				}
 				if err != nil {
 					return &ExitError{Code: 1, Err: err}
+				}
+				if live != "" && known {
+					// The apiserver admitted the CR under the policy of that day; the
+					// controller judges its next run by today's, and so does the plan.
+					if errs := pol.CheckProvisioning(p); len(errs) > 0 {
+						return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s is refused by %s and nothing would run: %w", p.Name, pol.Source, errs.ToAggregate())}
+					}
 				}
 				if appliedFile != "" {
 					st, err := readApplied(appliedFile)
@@ -114,7 +132,7 @@ func init() {
 		f.StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is: a Provisioning, its status, or its status.applied")
 		f.StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json)")
 		f.StringVar(&live, "live", "", "plan the Provisioning NAME as it is in the cluster (through the kubeconfig)")
-		f.StringVar(&policyFile, "policy", "", "YAML file with the site's BPAPolicy, for the artifact server's CA (default: with --live the cluster's, else none)")
+		f.StringVar(&policyFile, "policy", "", "YAML file with the site's BPAPolicy: the CR is judged by it (as bpa lint --policy does) and it gives the artifact server's CA (default: with --live the cluster's, else the built-in default policy)")
 		f.StringVar(&rules.ExplicitPath, "kubeconfig", "", "with --live: path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 		f.StringVar(&overrides.CurrentContext, "context", "", "with --live: kubeconfig context to use")
 		f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "with --live: namespace of the CR (default: the context's)")

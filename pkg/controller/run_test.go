@@ -359,6 +359,8 @@ func TestRunsAreAdmittedBeforeTheyStart(t *testing.T) {
 	older.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(-time.Hour))
 	evil := newProvisioning()
 	evil.Spec.Kubespray = &bpav1.KubesprayConfig{Image: "registry.evil/kubespray"}
+	probe := newProvisioning()
+	probe.Spec.Offline = &bpav1.OfflineConfig{URL: "https://169.254.169.254"}
 	for name, tc := range map[string]struct {
 		objs        []client.Object
 		reason, msg string
@@ -368,6 +370,8 @@ func TestRunsAreAdmittedBeforeTheyStart(t *testing.T) {
 			[]client.Object{newProvisioning(), older}, policy.ReasonClusterHeldByOther, "cluster c1 is held by Provisioning q", false},
 		"an image the policy does not list": {
 			[]client.Object{evil}, policy.ReasonPolicyViolation, "spec.kubespray.image: Forbidden: registry.evil/kubespray is not allowed by the built-in default policy", false},
+		"an artifact server the policy does not list": {
+			[]client.Object{probe}, policy.ReasonPolicyViolation, "spec.offline.url: Forbidden: https://169.254.169.254 is not allowed by the built-in default policy (no BPAPolicy default) (spec.artifactServers[].url for namespace ns: none)", false},
 		"an SSH Secret without the owner's consent": {
 			[]client.Object{newProvisioning(), sshSecret("c1-ssh", "c2")}, policy.ReasonSSHSecretRefused, `Secret c1-ssh is labelled bpa.akraino.org/cluster="c2", not c1`, true},
 		"no SSH Secret": {

@@ -1,6 +1,6 @@
 // Package policy applies the site admin's BPAPolicy to BPA CRs: which kubespray images may
-// run, which BareMetalHost namespaces and lease files a namespace may use, and whether
-// host-key checking may be turned off.
+// run, which BareMetalHost namespaces, lease files and artifact servers a namespace may use,
+// and whether host-key checking may be turned off.
 //
 // The same rules are enforced in three places, all from this package or its mirror:
 //   - at admission, by the ValidatingAdmissionPolicy in config/admission/site-policy.yaml,
@@ -96,7 +96,30 @@ func (p Policy) CheckProvisioning(prov *bpav1.Provisioning) field.ErrorList {
 		errs = append(errs, p.forbidden(field.NewPath("spec", "leases", "hostPath"), l.HostPath,
 			"spec.namespaces[].leaseHostPaths for namespace "+ns, g.LeaseHostPaths))
 	}
+	if o := spec.Offline; o != nil && p.artifactServer(o.URL, ns) < 0 {
+		errs = append(errs, p.forbidden(field.NewPath("spec", "offline", "url"), o.URL,
+			"spec.artifactServers[].url for namespace "+ns, p.ArtifactServers(ns)))
+	}
 	return append(errs, p.checkSSH(spec.SSH, ns)...)
+}
+
+// ArtifactServers are the urls of the artifact servers ns's Provisionings may name.
+func (p Policy) ArtifactServers(ns string) []string {
+	var urls []string
+	for _, s := range p.Spec.ArtifactServers {
+		if len(s.Namespaces) == 0 || slices.Contains(s.Namespaces, ns) {
+			urls = append(urls, s.URL)
+		}
+	}
+	return urls
+}
+
+// artifactServer is the index of the spec.artifactServers entry for url that ns may use,
+// or -1. An entry scoped to other namespaces is no entry: its CA must not reach ns's nodes.
+func (p Policy) artifactServer(url, ns string) int {
+	return slices.IndexFunc(p.Spec.ArtifactServers, func(s bpav1.ArtifactServer) bool {
+		return s.URL == url && (len(s.Namespaces) == 0 || slices.Contains(s.Namespaces, ns))
+	})
 }
 
 // CheckSoftware lists what the policy forbids in a Software.
@@ -128,17 +151,15 @@ func (p Policy) ArtifactsCA(prov *bpav1.Provisioning) (string, error) {
 	if prov.Spec.Offline == nil {
 		return "", nil
 	}
-	for i, s := range p.Spec.ArtifactServers {
-		if s.URL != prov.Spec.Offline.URL {
-			continue
-		}
-		ca, err := nodetrust.Canonical([]byte(s.CABundle))
-		if err != nil {
-			return "", fmt.Errorf("%s %s: %w", p.Source, caBundlePath(i), err)
-		}
-		return string(ca), nil
+	i := p.artifactServer(prov.Spec.Offline.URL, prov.Namespace)
+	if i < 0 {
+		return "", nil
 	}
-	return "", nil
+	ca, err := nodetrust.Canonical([]byte(p.Spec.ArtifactServers[i].CABundle))
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", p.Source, caBundlePath(i), err)
+	}
+	return string(ca), nil
 }
 
 // AptRepo is an artifact server's apt repository as install-software adds it to a node:
@@ -157,13 +178,8 @@ func (p Policy) AptRepo(sw *bpav1.Software, prov *bpav1.Provisioning) (*AptRepo,
 		return nil, errors.New("the cluster's Provisioning has no spec.offline.url: there is no artifact server to take packages from")
 	}
 	url := prov.Spec.Offline.URL
-	for i, s := range p.Spec.ArtifactServers {
-		if s.URL != url {
-			continue
-		}
-		if s.AptKey == "" {
-			break
-		}
+	if i := p.artifactServer(url, prov.Namespace); i >= 0 && p.Spec.ArtifactServers[i].AptKey != "" {
+		s := p.Spec.ArtifactServers[i]
 		key, err := nodetrust.ParseAptKey([]byte(s.AptKey))
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", p.Source, aptKeyPath(i), err)

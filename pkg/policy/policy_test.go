@@ -57,6 +57,41 @@ func TestImages(t *testing.T) {
 	assert.Empty(t, site.CheckProvisioning(withImage("registry.site/kubespray")))
 }
 
+// spec.offline.url names a server the BPAPolicy lists for the CR's namespace, or nothing:
+// the step and the nodes fetch from it, so any other URL is a probe of the CR author's
+// choosing. An entry scoped to other namespaces grants nothing, CA included.
+func TestOfflineURLMustBeListed(t *testing.T) {
+	ca := "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
+		{URL: "https://site:8443", CABundle: ca},
+		{URL: "https://tenant-a:8443", CABundle: ca, Namespaces: []string{"a"}},
+	}}}
+	offline := func(ns, url string) *bpav1.Provisioning {
+		return prov(ns, func(s *bpav1.ProvisioningSpec) { s.Offline = &bpav1.OfflineConfig{URL: url} })
+	}
+	assert.Empty(t, pol.CheckProvisioning(offline("a", "https://site:8443")), "no namespaces: every namespace")
+	assert.Empty(t, pol.CheckProvisioning(offline("b", "https://site:8443")))
+	assert.Empty(t, pol.CheckProvisioning(offline("a", "https://tenant-a:8443")))
+	for _, p := range []*bpav1.Provisioning{
+		offline("b", "https://tenant-a:8443"),
+		offline("a", "https://169.254.169.254"),
+		offline("a", "https://site:8444"),
+	} {
+		errs := pol.CheckProvisioning(p)
+		require.Len(t, errs, 1, p.Spec.Offline.URL)
+		assert.Equal(t, "spec.offline.url", errs[0].Field)
+		assert.Contains(t, errs[0].Error(), p.Spec.Offline.URL+" is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace "+p.Namespace+":")
+	}
+	errs := Default().CheckProvisioning(offline("a", "https://site:8443"))
+	require.Len(t, errs, 1, "without a BPAPolicy no artifact server is allowed")
+	assert.Contains(t, errs[0].Error(), "spec.artifactServers[].url for namespace a: none")
+
+	got, err := pol.ArtifactsCA(offline("b", "https://tenant-a:8443"))
+	require.NoError(t, err)
+	assert.Empty(t, got, "an entry for other namespaces gives b's nodes no CA")
+	assert.Equal(t, []string{"https://site:8443"}, pol.ArtifactServers("b"))
+}
+
 // The holder is the oldest live Provisioning of the cluster; a deleted one holds nothing.
 func TestHolder(t *testing.T) {
 	at := func(name string, age time.Duration, deleting bool) bpav1.Provisioning {

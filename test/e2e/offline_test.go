@@ -1,10 +1,18 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,11 +32,12 @@ import (
 // A real bpa serve holds every file and image kubespray v2.28.0 fetches for Kubernetes
 // 1.32.5 (tiny stand-ins, uploaded with tus and pushed with go-containerregistry). Its
 // certificate is self-signed: no trust store holds it.
-//   - Without a BPAPolicy entry for the server, the run fails ON THE HOSTS: the SIMULATED
+//   - The server must be listed in the BPAPolicy for spec.offline.url to be admitted. Listed
+//     with a CA that did not sign its certificate, the run fails ON THE HOSTS: the SIMULATED
 //     kubespray fetches with each host's curl and trust store, which reject the server
 //     (the kubespray container is made to trust it, so the pre-flight passes and only the
 //     nodes' trust is tested).
-//   - With the admin's spec.artifactServers entry, run-kubespray installs the CA on every
+//   - With the admin's right caBundle, run-kubespray installs the CA on every
 //     host (the real update-ca-certificates, in each host's own store) and trusts it for
 //     the pre-flight; every host fetches every file and image manifest.
 //   - A rerun installs nothing again. A Software installs a package only the server's signed
@@ -44,6 +53,19 @@ func (e *env) scenarioOffline(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	require.NoError(t, os.WriteFile(caFile, ca, 0o644))
 	e.SetKubesprayEnv("SSL_CERT_FILE=" + caFile)
+	// The admin lists the server in the site's BPAPolicy (config/ ships one), first with a
+	// CA that did not sign its certificate.
+	pol := &bpav1.BPAPolicy{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
+	before := pol.Spec.ArtifactServers
+	pol.Spec.ArtifactServers = append(before, bpav1.ArtifactServer{URL: url, CABundle: otherCA(t)})
+	require.NoError(t, e.Client.Update(e.ctx, pol))
+	t.Cleanup(func() {
+		if e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol) == nil {
+			pol.Spec.ArtifactServers = before
+			_ = e.Client.Update(e.ctx, pol)
+		}
+	})
 	p := e.newCluster(t, "offline", 250, 1, 1)
 	p.Spec.Offline = &bpav1.OfflineConfig{URL: url}
 	p.Spec.Kubernetes = &bpav1.KubernetesConfig{Version: "1.32.5"}
@@ -52,18 +74,14 @@ func (e *env) scenarioOffline(t *testing.T) {
 	assert.Regexp(t, `fatal: \[(m|w)1\]: .*could not be fetched from \S+/files on (m|w)1.*SSL certificate problem: self-signed certificate`, failed.Status.Message)
 	e.SetKubesprayEnv()
 
-	// The admin lists the server with its CA in the site's BPAPolicy (config/ ships one).
-	pol := &bpav1.BPAPolicy{}
+	// Now with the CA that signed it.
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
-	before := pol.Spec.ArtifactServers
-	pol.Spec.ArtifactServers = append(before, bpav1.ArtifactServer{URL: url, CABundle: string(ca)})
-	require.NoError(t, e.Client.Update(e.ctx, pol))
-	t.Cleanup(func() {
-		if e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol) == nil {
-			pol.Spec.ArtifactServers = before
-			_ = e.Client.Update(e.ctx, pol)
+	for i := range pol.Spec.ArtifactServers {
+		if pol.Spec.ArtifactServers[i].URL == url {
+			pol.Spec.ArtifactServers[i].CABundle = string(ca)
 		}
-	})
+	}
+	require.NoError(t, e.Client.Update(e.ctx, pol))
 	// A rerun is a Workflow of its own: wait for it before its phase (the last one's may be
 	// the same).
 	rerun := func(why string, phase bpav1.RunPhase) *bpav1.Provisioning {
@@ -150,4 +168,16 @@ func (e *env) offlineSoftware(t *testing.T, p *bpav1.Provisioning, url string, u
 	}
 	require.NoError(t, e.Client.Delete(e.ctx, sw))
 	e.waitGone(t, sw)
+}
+
+// otherCA is a self-signed certificate that signed nothing the test serves.
+func otherCA(t *testing.T) string {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the artifact server's CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }

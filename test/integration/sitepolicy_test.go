@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +35,16 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
 
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	ts.Close()
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
 	grant := func(images ...string) {
 		require.NoError(t, bpatest.CreatePolicy(ctx, r.RESTConfig, &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 			Spec: bpav1.BPAPolicySpec{KubesprayImages: images,
-				Namespaces: []bpav1.NamespaceGrant{{Names: []string{r.Namespace}, BareMetalHostNamespaces: []string{"metal3"}}}}}))
+				Namespaces: []bpav1.NamespaceGrant{{Names: []string{r.Namespace}, BareMetalHostNamespaces: []string{"metal3"}}},
+				// One server for every namespace, one for this test's namespace only.
+				ArtifactServers: []bpav1.ArtifactServer{{URL: "https://site:8443", CABundle: ca},
+					{URL: "https://tenant-a:8443", CABundle: ca, Namespaces: []string{r.Namespace}}}}}))
 	}
 	prov := func(name, image string) *bpav1.Provisioning {
 		return &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: map[string]string{"cluster": name}},
@@ -51,6 +60,23 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	err = c.Create(ctx, prov("other-image", "registry.evil/kubespray"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.kubespray.image: Forbidden: registry.evil/kubespray is not allowed by BPAPolicy default")
+
+	// spec.offline.url: only a listed server, and a scoped one only in its namespaces.
+	offline := func(name, ns, url string) *bpav1.Provisioning {
+		p := prov(name, "quay.io/kubespray/kubespray")
+		p.Namespace, p.Spec.BareMetalHostNamespace, p.Spec.Offline = ns, "", &bpav1.OfflineConfig{URL: url}
+		return p
+	}
+	require.NoError(t, c.Create(ctx, offline("site-server", r.Namespace, "https://site:8443")))
+	require.NoError(t, c.Create(ctx, offline("own-server", r.Namespace, "https://tenant-a:8443")))
+	err = c.Create(ctx, offline("probe", r.Namespace, "https://169.254.169.254"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.offline.url: Forbidden: https://169.254.169.254 is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace "+r.Namespace+")")
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-b"}}))
+	require.NoError(t, c.Create(ctx, offline("site-server", "tenant-b", "https://site:8443")), "an entry without namespaces is for every namespace")
+	err = c.Create(ctx, offline("others-server", "tenant-b", "https://tenant-a:8443"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.offline.url: Forbidden: https://tenant-a:8443 is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace tenant-b)")
 
 	grant() // tightened: the default image only, still metal3
 	attempt := 0
@@ -71,7 +97,6 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	assert.Contains(t, err.Error(), "spec.kubespray.image: Forbidden")
 
 	// Another namespace has no grant: its hosts must come from its own namespace.
-	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-b"}}))
 	other := prov("tenant-b", "quay.io/kubespray/kubespray")
 	other.Namespace = "tenant-b"
 	err = c.Create(ctx, other)

@@ -182,8 +182,8 @@ func TestSamplesRenderKubesprayAcceptedInventories(t *testing.T) {
 
 // TestPrintedPlanShowsTheAdminsCA: with the site's BPAPolicy (--policy) naming the CR's
 // artifact server with a CA, the plan's vars point containerd's mirrors at the CA BPA
-// installs, and the plan says it installs it; without the policy, or for another server,
-// neither.
+// installs, and the plan says it installs it. Without the policy, or with one that lists
+// another server, the CR is refused naming spec.offline.url: no plan of it would run.
 func TestPrintedPlanShowsTheAdminsCA(t *testing.T) {
 	ts := httptest.NewTLSServer(http.NotFoundHandler())
 	defer ts.Close()
@@ -212,8 +212,13 @@ func TestPrintedPlanShowsTheAdminsCA(t *testing.T) {
 	assert.Contains(t, out, `"ca": !unsafe "`+bpav1.ArtifactsCAPath+`"`)
 
 	for _, extra := range [][]string{nil, {"--policy", policyFor("https://elsewhere.example:8443")}} {
-		out, err := plan(t, append(slices.Clone(args), extra...)...)
-		require.NoError(t, err)
-		assert.NotContains(t, out, bpav1.ArtifactsCAPath, "%v", extra)
+		root := cli.NewRootCommand()
+		var out, errOut strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(append([]string{"plan"}, append(slices.Clone(args), extra...)...))
+		require.Error(t, root.Execute(), "%v", extra)
+		assert.Contains(t, errOut.String(), "spec.offline.url: Forbidden: https://artifacts.example:8443 is not allowed by", "%v", extra)
+		assert.NotContains(t, out.String(), bpav1.ArtifactsCAPath, "%v", extra)
 	}
 }

@@ -106,19 +106,27 @@ func TestLookupFailsClearly(t *testing.T) {
 }
 
 // An ad-hoc run gets the CA the site policy gives its artifact server, as the controller's
-// Workflow does, and none for a server the policy does not list.
+// Workflow does, and is refused, naming spec.offline.url, for a server the policy does not
+// list for its namespace.
 func TestLookupWritesThePolicysCA(t *testing.T) {
 	ts := httptest.NewTLSServer(http.NotFoundHandler())
 	defer ts.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
 	pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
-		ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: "\n" + string(ca)}}}}
-	for url, want := range map[string]string{"https://artifacts:8443": string(ca), "https://elsewhere:8443": ""} {
+		ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: "\n" + string(ca)},
+			{URL: "https://tenant-b:8443", CABundle: string(ca), Namespaces: []string{"b"}}}}}
+	for url, want := range map[string]string{"https://artifacts:8443": string(ca), "https://elsewhere:8443": "", "https://tenant-b:8443": ""} {
 		p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
 			Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: url}}}
 		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, pol, sshSecret("c1-ssh", "c1")).Build()
 		dir := t.TempDir()
-		require.NoError(t, options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c))
+		err := options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c)
+		if want == "" {
+			require.ErrorContains(t, err, "PolicyViolation: spec.offline.url: Forbidden: "+url+" is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace ns: https://artifacts:8443)")
+			assert.NoFileExists(t, filepath.Join(dir, "artifacts-ca"))
+			continue
+		}
+		require.NoError(t, err)
 		got, err := os.ReadFile(filepath.Join(dir, "artifacts-ca"))
 		require.NoError(t, err)
 		assert.Equal(t, want, string(got), url)

@@ -33,12 +33,14 @@ type BPAPolicySpec struct {
 	// +listType=atomic
 	Namespaces []NamespaceGrant `json:"namespaces,omitempty"`
 
-	// ArtifactServers are the artifact servers (bpa serve) whose CA BPA installs on a
-	// cluster's nodes. When a Provisioning's spec.offline.url equals an entry's url, its
-	// caBundle is written to each node (ArtifactsCAPath and the OS trust store) before any
-	// kubespray playbook that downloads, and containerd's mirrors name it. A server not
-	// listed gets no CA: the nodes must trust its certificate already. Only the admin sets a
-	// CA: a CR author has no field for one, since a trusted CA can impersonate any server.
+	// ArtifactServers are the only artifact servers (bpa serve) a Provisioning's
+	// spec.offline.url may name: the run-kubespray step and every node fetch from that URL,
+	// so a URL of the CR author's choosing would make BPA probe any address it can reach
+	// (a blind SSRF). No entry, no offline Provisioning. When a Provisioning's
+	// spec.offline.url equals an entry's url, its caBundle is written to each node
+	// (ArtifactsCAPath and the OS trust store) before any kubespray playbook that downloads,
+	// and containerd's mirrors name it. Only the admin sets a CA: a CR author has no field
+	// for one, since a trusted CA can impersonate any server.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=map
@@ -69,6 +71,17 @@ type ArtifactServer struct {
 	// +kubebuilder:validation:MaxLength=65536
 	// +kubebuilder:validation:Pattern=`^\s*-----BEGIN PGP PUBLIC KEY BLOCK-----\r?\n(\r?\n|[A-Za-z0-9+/=\s]|Version: [ -~]*\r?\n|Comment: [ -~]*\r?\n)*-----END PGP PUBLIC KEY BLOCK-----\s*$`
 	AptKey string `json:"aptKey,omitempty"`
+
+	// Namespaces are the namespaces whose Provisionings may name this server. Empty means
+	// every namespace: listing a server is already the admin's opt-in, and what it holds is
+	// read anonymously by every node that uses it, so it is a site-wide resource like
+	// kubesprayImages. List namespaces to keep a server (and its CA on their nodes) to some
+	// tenants.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // Where BPA puts an artifact server's apt repository on a node: the key its signatures are

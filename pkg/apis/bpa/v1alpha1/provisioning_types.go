@@ -129,7 +129,9 @@ type OfflineConfig struct {
 	// domain>/<path> and images from host[:port]/<original registry>/<repository>. The nodes
 	// must trust its certificate (their system trust store): kubespray has no variable that
 	// installs a CA, and BPA never turns verification off. It holds no path, quotes, braces
-	// or spaces, so the Jinja BPA writes around it reads nothing from it.
+	// or spaces, so the Jinja BPA writes around it reads nothing from it. It must be one of
+	// the site's BPAPolicy spec.artifactServers for this namespace (admission, lint and the
+	// controller refuse any other), and the pre-flight follows no redirect off it.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
 	URL string `json:"url"`
