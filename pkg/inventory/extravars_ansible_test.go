@@ -103,10 +103,10 @@ func TestVarsFileIsNeverTemplated(t *testing.T) {
 }
 
 // TestTypedVarsReachAnsible: what a CR sets arrives in Ansible with its type. kubespray
-// asserts that known booleans (helm_enabled, download_run_once) are real booleans, and a
+// asserts that known booleans (helm_enabled, deploy_netchecker) are real booleans, and a
 // string that YAML 1.1 would read as something else ("yes", "1e3", "0x1F") stays a string.
 func TestTypedVarsReachAnsible(t *testing.T) {
-	in := `{"helm_enabled": true, "download_run_once": false, "kube_network_node_prefix": 24, "ratio": 0.25,
+	in := `{"helm_enabled": true, "deploy_netchecker": false, "kube_network_node_prefix": 24, "ratio": 0.25,
 		"big": 12345678901234567890, "exp": 1e3, "yes_string": "yes", "exp_string": "1e3", "hex_string": "0x1F", "null_string": "null",
 		"multiline": "a\n  b: {c}\n", "unicode": "é ü 中",
 		"node_labels": {"node-role.kubernetes.io/ingress": "", "true": "on", "1": 2},
@@ -131,7 +131,7 @@ func TestTypedVarsReachAnsible(t *testing.T) {
 	out := filepath.Join(dir, "out.json")
 	// The template is this test's own; only the variables come from the file.
 	tasks := fmt.Sprintf("    - copy: {dest: %q, content: %q}\n", out, dump.String()) +
-		"    - assert: {that: [\"helm_enabled is boolean\", \"helm_enabled\", \"download_run_once is boolean\", \"not download_run_once\"," +
+		"    - assert: {that: [\"helm_enabled is boolean\", \"helm_enabled\", \"deploy_netchecker is boolean\", \"not deploy_netchecker\"," +
 		" \"kube_network_node_prefix is integer\", \"ratio is float\", \"yes_string is string\", \"node_labels['1'] is integer\"]}\n"
 	playbook(t, dir, path, tasks)
 	data, err := os.ReadFile(out)

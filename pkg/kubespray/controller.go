@@ -11,7 +11,9 @@ import "regexp"
 // others (roles/kubernetes/preinstall/tasks/0090-etchosts.yml "Hosts | create hosts list
 // from inventory", network_facts' and v2.27 kubespray-defaults' no_proxy.yml) are set_fact
 // tasks, which run in Ansible itself and no module, and bastion-ssh-config needs a bastion
-// group, which BPA's inventory never has.
+// group, which BPA's inventory never has. ansible.posix.synchronize tasks (download_run_once,
+// download_force_cache) run rsync on the controller, and copy what one node served to every
+// node.
 var ControllerVars = map[string]string{
 	"kubeconfig_localhost":            `roles/kubernetes/client/tasks/main.yml "Create kube artifacts dir" and "Write admin kubeconfig on ansible host" (delegate_to: localhost)`,
 	"kubectl_localhost":               `roles/kubernetes/client/tasks/main.yml "Copy kubectl binary to ansible host" and "Create helper script kubectl.sh on ansible host" (delegate_to: localhost)`,
@@ -19,6 +21,8 @@ var ControllerVars = map[string]string{
 	"download_localhost":              `roles/download/tasks/prep_download.yml "Prep_download | On localhost, check if user has access to the container runtime without using sudo" runs a shell command on localhost`,
 	"image_info_command_on_localhost": `roles/download/tasks/prep_download.yml "Prep_download | On localhost, check if user has access to the container runtime without using sudo" runs it with shell on localhost`,
 	"image_command_tool_on_localhost": `kubespray_defaults builds image_info_command_on_localhost from it, which roles/download/tasks/prep_download.yml runs with shell on localhost`,
+	"download_run_once":               `roles/download/tasks/download_file.yml "Download_file | Copy file back to ansible host file cache" and download_container.yml "Download_container | Copy image to ansible host cache" (synchronize: rsync on the ansible host, with the cluster's SSH key, from one node to every node)`,
+	"download_force_cache":            `roles/download/tasks/download_file.yml "Download_file | Create local cache directory" (delegate_to: localhost) and "Download_file | Copy file back to ansible host file cache" (synchronize to the ansible host)`,
 	"download_cache_dir":              `roles/download/tasks/prep_download.yml "Prep_download | Create local cache for files and images on control node" and download_file.yml "Download_file | Create local cache directory" (delegate_to: localhost)`,
 }
 

@@ -43,7 +43,7 @@ const calicoPoolCheck = "Check if inventory match current cluster configuration"
 //     BPA policy through kube_pods_subnet below.
 var ImmutableSettings = []ImmutableSetting{
 	{Var: "kube_network_plugin", Role: PolicyRole, Why: "kubespray has no migration between network plugins: cluster.yml installs the new one beside the old, and pods keep the old one's addresses"},
-	{Var: "kube_pods_subnet", Role: "network_plugin/calico", Task: calicoPoolCheck, Why: "calico's IP pool keeps the CIDR it was created with (with other plugins, BPA policy: each node keeps the podCIDR it was given)"},
+	{Var: "kube_pods_subnet", Role: "network_plugin/calico", Task: calicoPoolCheck, Why: "calico's IP pool keeps the CIDR it was created with"},
 	{Var: "calico_pool_cidr", Role: "network_plugin/calico", Task: calicoPoolCheck, Why: "calico's IP pool keeps the CIDR it was created with", CalicoOnly: true},
 	{Var: "calico_pool_blocksize", Role: "network_plugin/calico", Task: calicoPoolCheck, Why: "calico's IP pool keeps its block size", CalicoOnly: true},
 	{Var: "calico_ipip_mode", Role: "network_plugin/calico", Task: calicoPoolCheck, Why: "calico's IP pool keeps its IPIP mode", CalicoOnly: true},
@@ -97,6 +97,10 @@ func ImmutableChange(applied, desired map[string]string) *ImmutableSetting {
 		was, ok := applied[s.Var]
 		if !ok || s.CalicoOnly && !calico || was == desired[s.Var] {
 			continue
+		}
+		if s.Task == calicoPoolCheck && !calico {
+			// Only calico's task checks the pool: with another plugin the rule is BPA's.
+			s.Role, s.Task, s.Why = PolicyRole, "", "each node keeps the podCIDR it was given"
 		}
 		return &s
 	}

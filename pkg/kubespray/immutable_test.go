@@ -43,3 +43,16 @@ func TestImmutableValues(t *testing.T) {
 	c2 := ImmutableValues(map[string]any{"calico_ipip_mode": "Always"})
 	assert.Equal(t, "calico_ipip_mode", ImmutableChange(v, c2).Var)
 }
+
+// TestPodSubnetCitesCalicoOnlyWithCalico: calico's pool check is kubespray's reason only
+// while calico runs; with another plugin the same refusal is BPA's own, and says so.
+func TestPodSubnetCitesCalicoOnlyWithCalico(t *testing.T) {
+	for plugin, want := range map[string]string{"calico": "kubespray's TASK [network_plugin/calico : " + calicoPoolCheck + "]", "flannel": PolicyRole} {
+		applied := map[string]string{"kube_network_plugin": plugin, "kube_pods_subnet": "10.244.0.0/16"}
+		desired := map[string]string{"kube_network_plugin": plugin, "kube_pods_subnet": "10.245.0.0/16"}
+		s := ImmutableChange(applied, desired)
+		if s == nil || s.Var != "kube_pods_subnet" || s.Source() != want {
+			t.Errorf("%s: got %+v, want kube_pods_subnet from %s", plugin, s, want)
+		}
+	}
+}

@@ -371,10 +371,18 @@ func (d *day2) upgrade(t *testing.T) {
 	assert.Contains(t, findCondition(stalled.Status.Conditions, bpav1.ConditionStalled).Message, "spec.kubernetes.version")
 	assert.Empty(t, d.runsSince(t, before), "nothing ran")
 
+	logs := d.hostLogs(t)
 	p, plan = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubernetes.Version = "1.31.4" })
 	assert.Contains(t, plan, "upgrade-cluster.yml")
 	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
 	assert.Equal(t, []string{"upgrade-cluster"}, d.runsSince(t, before))
+	// Each node was drained with spec.nodeRemoval's settings (kubespray's defaults here), as
+	// roles/upgrade/pre-upgrade drains it.
+	touched := d.touched(t, logs)
+	require.NotEmpty(t, touched)
+	for host, did := range touched {
+		assert.Equal(t, []string{"upgrade-cluster.yml: upgraded, kubelet v1.30.4 -> v1.31.4, drained (grace period 300, timeout 360s, retries 3)"}, did, host)
+	}
 	assert.Equal(t, "1.31.4", got.Status.Applied.KubernetesVersion)
 	d.assertNodes(t, got, "v1.31.4")
 }

@@ -176,7 +176,8 @@ type Entry struct {
 	//   - cluster.yml, scale.yml: "joined, kubelet v1.32.5", or "reconfigured, kubelet
 	//     v1.32.5" for a host already registered; on the first control-plane host cluster.yml
 	//     prefixes "kubeadm init (admin.conf written), ";
-	//   - upgrade-cluster.yml: "upgraded, kubelet v1.32.5 -> v1.32.8";
+	//   - upgrade-cluster.yml: "upgraded, kubelet v1.32.5 -> v1.32.8, drained (grace period
+	//     300, timeout 360s, retries 3)";
 	//   - remove-node.yml: "cordoned, drained 2 pods (grace period 300, timeout 360s,
 	//     retries 3), Node deleted, reset" (", not reset" with reset_nodes=false); with
 	//     reset_nodes=false and allow_ungraceful_removal=true (a dead host, never logged in
