@@ -43,7 +43,7 @@ func TestExtraVars(t *testing.T) {
 		"kube_version v2.27": {bpav1.ProvisioningSpec{Kubespray: &bpav1.KubesprayConfig{Version: "v2.27.0"}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.31.4"}},
 			"\"kube_version\": !unsafe \"v1.31.4\"\n"},
 		"IPv6 pod subnet": {bpav1.ProvisioningSpec{PodSubnet: "fd00:10:244::/56"}, "\"kube_pods_subnet\": !unsafe \"fd00:10:244::/56\"\n"},
-		"typed": {bpav1.ProvisioningSpec{Kubespray: ev(t, `{"helm_enabled": true, "download_run_once": false, "etcd_deployment_type": "host",
+		"typed": {bpav1.ProvisioningSpec{Kubespray: ev(t, `{"helm_enabled": true, "deploy_netchecker": false, "etcd_deployment_type": "host",
 			"kube_network_node_prefix": 24, "ratio": 0.5, "node_labels": {"node-role.kubernetes.io/ingress": "", "true": "yes"},
 			"containerd_registries_mirrors": [{"prefix": "docker.io", "mirrors": [{"host": "https://mirror:5000", "capabilities": ["pull", "resolve"], "skip_verify": false}]}]}`)},
 			`"containerd_registries_mirrors":
@@ -54,7 +54,7 @@ func TestExtraVars(t *testing.T) {
         "host": !unsafe "https://mirror:5000"
         "skip_verify": !!bool false
     "prefix": !unsafe "docker.io"
-"download_run_once": !!bool false
+"deploy_netchecker": !!bool false
 "etcd_deployment_type": !unsafe "host"
 "helm_enabled": !!bool true
 "kube_network_node_prefix": !!int 24
