@@ -92,6 +92,10 @@ type Options struct {
 	// Runners maps the same keys as Executables to in-process fakes; they
 	// win over Executables. Handy for simulating failures.
 	Runners map[string]Runner
+	// ImageUsers maps an image, without tag or digest, to the uid and gid its
+	// USER names (e.g. "ghcr.io/akraino-edge-stack/bpa" -> {65532, 65532}): what
+	// a runtime runs a container as when its securityContext sets no user.
+	ImageUsers map[string]ImageUser
 	// OnPod, when set, sees every new pod first; returning true means the
 	// test handles (or deliberately ignores) it and the stand-in leaves it.
 	OnPod func(pod *corev1.Pod) (handled bool)

@@ -21,11 +21,13 @@ import (
 // would deny a file (a 0440 key without fsGroup, a root-owned directory) is
 // denied here too.
 //
-// What it cannot do: a field left unset means "the image's USER", and the
-// stand-in has no image: such a step runs as the stand-in itself (root in
-// the rig). BPA's step templates set runAsNonRoot and leave the uid to the
-// image (65532), so they run as root here; a pod that sets runAsUser is run
-// as that user.
+// A field left unset means "the image's USER". The stand-in has no image: it
+// takes the image's user from Options.ImageUsers (the rig names BPA's image,
+// USER 65532:65532 in the Dockerfile), and otherwise runs the step as itself
+// (root in the rig).
+
+// ImageUser is the uid and gid an image's USER names.
+type ImageUser struct{ UID, GID int64 }
 
 // runAs is the credential of pod's container c, or nil to run it as the
 // stand-in (nothing set, or the stand-in is not root and cannot switch).
@@ -47,6 +49,12 @@ func (k *Kubelet) runAs(pod *corev1.Pod, c *corev1.Container) *syscall.Credentia
 		}
 		if sc.RunAsGroup != nil {
 			gid = sc.RunAsGroup
+		}
+	}
+	if u, ok := k.opts.ImageUsers[imageName(c.Image)]; ok && uid == nil {
+		uid = &u.UID
+		if gid == nil {
+			gid = &u.GID
 		}
 	}
 	if uid == nil && gid == nil && len(groups) == 0 {

@@ -35,6 +35,13 @@ func TestRunAs(t *testing.T) {
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](65532)}
 	c.SecurityContext = nil
 	assert.Equal(t, &syscall.Credential{Uid: 0, Gid: uint32(os.Getgid()), Groups: []uint32{65532}}, k.runAs(pod, c), "fsGroup alone: the stand-in's user, fsGroup among its groups")
+
+	// An image whose USER the stand-in was told runs as it when nothing sets a user.
+	k.opts.ImageUsers = map[string]ImageUser{"ghcr.io/x/bpa": {UID: 65532, GID: 65532}}
+	c.Image = "ghcr.io/x/bpa:v1@sha256:0123"
+	assert.Equal(t, &syscall.Credential{Uid: 65532, Gid: 65532, Groups: []uint32{65532}}, k.runAs(pod, c), "the image's USER, fsGroup among its groups")
+	c.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
+	assert.Equal(t, &syscall.Credential{Uid: 1000, Gid: 0, Groups: []uint32{65532}}, k.runAs(pod, c), "runAsUser wins over the image's USER (and its group: gid 0 for a uid the image does not name)")
 }
 
 func TestExecRunnerCredential(t *testing.T) {

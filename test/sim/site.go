@@ -123,8 +123,10 @@ func New(t testing.TB, opts Options) *Site {
 		Namespace:        s.Namespace,
 		Executables:      map[string]string{"bpa": s.BPA},
 		Runners:          map[string]kubelet.Runner{KubesprayImage: s.runKubespray},
-		Concurrency:      6,
-		Logf:             logf,
+		// The Dockerfile's USER: the steps run as it, reading the SSH key through fsGroup.
+		ImageUsers:  map[string]kubelet.ImageUser{"ghcr.io/akraino-edge-stack/bpa": {UID: 65532, GID: 65532}},
+		Concurrency: 6,
+		Logf:        logf,
 	})
 	must(t, err, "starting the stand-in kubelet")
 	t.Cleanup(s.Kubelet.Stop)
