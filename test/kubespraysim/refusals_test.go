@@ -118,7 +118,10 @@ var refusals = []refusal{
 // real kubespray refuses, in the task that stands for kubespray's, before any host is touched
 // (check-only runs log in nowhere), and passes the rest. And BPA's own model of kubespray
 // (pkg/kubespray, which `bpa plan`, lint and the controller use), written apart from the
-// playbooks, agrees on every input: each refuses exactly what the other refuses.
+// playbooks, agrees on every input: each refuses exactly what the other refuses. The model is
+// pkg/kubespray's CheckPlaybook, kubespray's own refusals; BPA refuses some inputs before
+// kubespray would see them (inventory.CheckExtraVar: download_localhost, say), which is
+// tested in pkg/validation.
 func TestRefusesWhatKubesprayRefuses(t *testing.T) {
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {

@@ -433,6 +433,9 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	// Only ansible-playbook gets the private copy: the pre-flight, the CA install and the
+	// removal probe above log in with Go's SSH client, which reads the mounted key and checks
+	// no file mode.
 	key, err := privateKey(o.SSHKey, os.TempDir())
 	if err != nil {
 		return err
