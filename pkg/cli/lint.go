@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,7 +18,7 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var files []string
-		var policyFile string
+		var policyFile, appliedFile string
 		cmd := &cobra.Command{
 			Use:   "lint [-f FILE]...",
 			Short: "Check CRs (or, without -f, BPA's WorkflowTemplates) before anything runs",
@@ -27,6 +28,9 @@ func init() {
 				"WorkflowTemplates. Each problem is one line: file: Kind/name: field: reason.\n" +
 				"CRs are also judged by the site policy (--policy FILE, a BPAPolicy; default: the\n" +
 				"built-in one, which grants nothing), as the admission policy would judge them.\n" +
+				"With --applied (the cluster as it is, as `bpa plan --applied` takes it) a Provisioning's\n" +
+				"change is planned too, and a change BPA refuses on a live cluster (a setting it cannot\n" +
+				"change, a skipped minor, ...) is a problem naming the field, as the controller's Stalled.\n" +
 				"Without -f it validates the WorkflowTemplates themselves.",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,6 +41,17 @@ func init() {
 					}
 					cmd.SetContext(validation.WithPolicy(cmd.Context(), pol))
 				}
+				var l linter
+				if appliedFile != "" {
+					if len(files) == 0 {
+						return fmt.Errorf("--applied needs the Provisioning to lint with it (-f)")
+					}
+					st, err := readApplied(appliedFile)
+					if err != nil {
+						return err
+					}
+					l.applied = st
+				}
 				var problems []string
 				if len(files) == 0 {
 					for _, err := range validation.ValidateWorkflowTemplates() {
@@ -44,7 +59,10 @@ func init() {
 					}
 				}
 				for _, f := range files {
-					problems = append(problems, lintFile(cmd, f)...)
+					problems = append(problems, l.lintFile(cmd, f)...)
+				}
+				if l.applied != nil && l.provisionings != 1 {
+					problems = append(problems, fmt.Sprintf("--applied %s: describes one cluster, but %d Provisionings were linted", appliedFile, l.provisionings))
 				}
 				for _, p := range problems {
 					fmt.Fprintln(cmd.OutOrStdout(), p)
@@ -56,12 +74,19 @@ func init() {
 			},
 		}
 		cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "YAML file with BPA CRs (repeatable)")
+		cmd.Flags().StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is (a Provisioning, its status, or its status.applied): the change to the linted Provisioning is checked as the controller would plan it")
 		cmd.Flags().StringVar(&policyFile, "policy", "", "YAML file with the site's BPAPolicy (default: the built-in default policy, which grants nothing)")
 		return cmd
 	})
 }
 
-func lintFile(cmd *cobra.Command, file string) []string {
+// linter lints files, with the cluster as it is when --applied gives it.
+type linter struct {
+	applied       *bpav1.ProvisioningStatus
+	provisionings int
+}
+
+func (l *linter) lintFile(cmd *cobra.Command, file string) []string {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return []string{err.Error()}
@@ -75,11 +100,23 @@ func lintFile(cmd *cobra.Command, file string) []string {
 		if d.Object == nil {
 			continue
 		}
+		if p, ok := d.Object.(*bpav1.Provisioning); ok {
+			l.provisionings++
+			if l.applied != nil {
+				p.Status.Applied, p.Status.LastHandledRerun = l.applied.Applied, l.applied.LastHandledRerun
+			}
+		}
 		wf, err := translator.Translate(d.Object, translator.Options{})
 		if err == nil && wf != nil {
 			err = validation.ValidateWorkflow(wf)
 		}
-		if err != nil {
+		var refusal *translator.Refusal
+		switch {
+		case errors.As(err, &refusal):
+			// A change the controller would refuse (Stalled with this reason): the field it names.
+			out = append(out, validation.Problem{File: file, Kind: d.Kind, Name: d.Name, Field: refusal.Field,
+				Reason: refusal.Message + " (" + refusal.Reason + ")"}.String())
+		case err != nil:
 			out = append(out, validation.Problem{File: file, Kind: d.Kind, Name: d.Name, Field: "workflow", Reason: err.Error()}.String())
 		}
 	}

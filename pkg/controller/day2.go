@@ -64,10 +64,15 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
 	}
 	p.Status.Plan = p.Status.Plan[:0]
 	gen, _ := strconv.ParseInt(wf.Labels[translator.GenerationLabel], 10, 64)
+	// A removal is folded in only once verify found the removed Nodes gone: kubespray exits 0
+	// on a name that matches no host, removing nothing. Until then the node stays applied
+	// and the next run removes it again, which is safe: kubespray's pre_remove skips a name
+	// that is no longer a Node ("ignore servers that are not nodes", v2.27 and v2.28).
+	verified := phase[translator.StepVerify].Phase == string(wfv1.NodeSucceeded)
 	for _, s := range c.Steps {
 		st := phase[s.Name]
 		p.Status.Plan = append(p.Status.Plan, bpav1.OperationStatus{Name: s.Name, Playbooks: s.Playbooks(), Nodes: s.Nodes, Reason: s.Reason, Phase: st.Phase})
-		if st.Phase == string(wfv1.NodeSucceeded) {
+		if st.Phase == string(wfv1.NodeSucceeded) && (!s.Removes || verified) {
 			apply(p, c, s, o.Hosts, gen)
 		}
 		if st.StartedAt != nil {

@@ -31,7 +31,7 @@ func planned(t *testing.T, c *translator.ChangePlan) *wfv1.Workflow {
 }
 
 // TestAppliedFollowsSucceededSteps: a node is applied once the step that adds it succeeded,
-// and leaves once the one that removes it did; folding the same observation twice changes
+// and leaves once the one that removes it did and verify found its Node gone; folding the same observation twice changes
 // nothing; the versions move only when the whole run succeeded.
 func TestAppliedFollowsSucceededSteps(t *testing.T) {
 	c := &translator.ChangePlan{KubesprayVersion: "v2.28.0", KubernetesVersion: "1.31.4", Settings: "new", Immutable: map[string]string{"kube_pods_subnet": "10.244.0.0/16"},
@@ -57,7 +57,7 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, []string{"m1", "w2"}, names(), "w1 left; w3 is not applied while its step failed")
+	assert.Equal(t, []string{"m1", "w1", "w2"}, names(), "w1 stays until verify saw it leave; w3 is not applied while its step failed")
 	assert.Equal(t, "1.30.4", p.Status.Applied.KubernetesVersion)
 	require.Len(t, p.Status.Operations, 2)
 	assert.Equal(t, "Failed", p.Status.Operations[1].Result)
@@ -68,8 +68,9 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 
 	rec := record.NewFakeRecorder(10)
 	before := append([]bpav1.OperationRecord(nil), p.Status.Operations...)
-	// argo retry: the failed step runs again and succeeds.
+	// argo retry: the failed step runs again and succeeds, and so does verify.
 	o.Phase, o.Steps[1].Phase = bpav1.PhaseSucceeded, "Succeeded"
+	o.Steps = append(o.Steps, bpav1.StepStatus{Name: translator.StepVerify, Phase: "Succeeded"})
 	observePlan(p, wf, o)
 	observePlan(p, wf, o)
 	assert.Equal(t, []string{"m1", "w2", "w3"}, names())
@@ -87,8 +88,43 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 	// labels and plan say.
 	forged := planned(t, &translator.ChangePlan{Steps: []translator.Step{{Name: translator.StepRemoveWorkers, Nodes: []string{"m1", "w2", "w3"}, Removes: true}}})
 	forged.OwnerReferences = nil
-	observePlan(p, forged, Observation{Phase: bpav1.PhaseSucceeded, Hosts: hosts, Steps: []bpav1.StepStatus{{Name: translator.StepRemoveWorkers, Phase: "Succeeded"}}})
+	observePlan(p, forged, Observation{Phase: bpav1.PhaseSucceeded, Hosts: hosts, Steps: []bpav1.StepStatus{{Name: translator.StepRemoveWorkers, Phase: "Succeeded"}, {Name: translator.StepVerify, Phase: "Succeeded"}}})
 	assert.Equal(t, []string{"m1", "w2", "w3"}, names(), "a forged plan removes nothing")
+}
+
+// TestRemovalThatRemovedNothingStaysApplied: kubespray's remove-node exits 0 on a name that
+// matches no host. verify then fails (the Node is still there), and the node must stay
+// applied so that the next run removes it again; folding it out on the step's success alone
+// would leave a Node no plan ever removes.
+func TestRemovalThatRemovedNothingStaysApplied(t *testing.T) {
+	masters := []bpav1.NodeEntry{{"m1": {MACAddress: "52:54:00:00:00:01"}}}
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", Generation: 3, Labels: map[string]string{"cluster": "c"}},
+		Spec: bpav1.ProvisioningSpec{Masters: masters, Workers: []bpav1.NodeEntry{{"w2": {MACAddress: "52:54:00:00:00:03"}}}}}
+	p.Status.Applied = &bpav1.AppliedState{Hosts: []bpav1.HostStatus{
+		{Name: "m1", Roles: []string{"master"}, Etcd: true, IP: "10.0.0.1"}, {Name: "w1", Roles: []string{"worker"}, IP: "10.0.0.2"}, {Name: "w2", Roles: []string{"worker"}, IP: "10.0.0.3"}}}
+	c, err := translator.PlanChange(p)
+	require.NoError(t, err)
+	// The cluster is as the plan leaves it in everything but its nodes.
+	a := p.Status.Applied
+	a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Immutable = c.KubesprayVersion, c.KubernetesVersion, c.Settings, c.Immutable
+	c, err = translator.PlanChange(p)
+	require.NoError(t, err)
+	require.Len(t, c.Steps, 1)
+	require.True(t, c.Steps[0].Removes)
+	hosts := []bpav1.HostStatus{{Name: "m1"}, {Name: "w1", Removing: true}, {Name: "w2"}}
+	observePlan(p, planned(t, c), Observation{Phase: bpav1.PhaseFailed, Hosts: hosts, Steps: []bpav1.StepStatus{
+		{Name: c.Steps[0].Name, Phase: "Succeeded"},
+		{Name: translator.StepVerify, Phase: "Failed", Message: "removal did not take effect: node w1: still registered, but the run removed it"},
+	}})
+	var names []string
+	for _, h := range p.Status.Applied.Hosts {
+		names = append(names, h.Name)
+	}
+	assert.Equal(t, []string{"m1", "w1", "w2"}, names, "w1 is still in the cluster")
+	again, err := translator.PlanChange(p)
+	require.NoError(t, err)
+	require.Len(t, again.Steps, 1, "the next run removes w1 again")
+	assert.Equal(t, c.Steps[0].Nodes, again.Steps[0].Nodes)
 }
 
 // TestLegacyClusterIsSeeded: a cluster built before status.applied existed gets the hosts of

@@ -113,7 +113,9 @@ type Step struct {
 	// resetting it (spec.nodeRemoval.allowUngraceful); only removal steps use it.
 	AllowUngraceful bool `json:"allowUngraceful,omitempty"`
 	// Adds: once this step succeeded its nodes are in the cluster (the last step of an
-	// addition); Removes: once it succeeded they are out.
+	// addition); Removes: once it succeeded and verify found their Nodes gone, they are
+	// out (kubespray exits 0 on a name that matches no host, so its success alone does
+	// not prove a removal).
 	Adds    bool `json:"adds,omitempty"`
 	Removes bool `json:"removes,omitempty"`
 }

@@ -11,7 +11,11 @@ import (
 )
 
 // ProvisioningSteps are the DAG's tasks, in order. Status mirroring and the docs use it.
-var ProvisioningSteps = []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "verify", "publish-kubeconfig"}
+var ProvisioningSteps = []string{"discover-hosts", "resolve-leases", "render-inventory", StepCreate, StepVerify, "publish-kubeconfig"}
+
+// StepVerify is the task that checks the cluster a run leaves: each kept host a Ready Node,
+// each removed host's Node gone.
+const StepVerify = "verify"
 
 // provisioningParameterOrder is the order of the Workflow's parameters, which is also what
 // `bpa step lookup` writes for ad-hoc runs.
@@ -150,8 +154,8 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	}
 	tasks = append(tasks,
 		// verify checks every Node reports the Kubernetes release the plan leads to.
-		task("verify", t, "verify", prev, append([]string{"provisioning", cr, "hosts", hosts, "kubernetes-version", plan.KubernetesVersion}, ssh...)...),
-		task("publish-kubeconfig", t, "publish-kubeconfig", "verify", "provisioning", cr, "hosts", hosts),
+		task(StepVerify, t, "verify", prev, append([]string{"provisioning", cr, "hosts", hosts, "kubernetes-version", plan.KubernetesVersion}, ssh...)...),
+		task("publish-kubeconfig", t, "publish-kubeconfig", StepVerify, "provisioning", cr, "hosts", hosts),
 	)
 	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
 	return wf, nil

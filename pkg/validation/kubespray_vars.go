@@ -16,8 +16,9 @@ import (
 // render-inventory writes: kubespray.extraVars, kubernetes.version, podSubnet, ...), the
 // assertions the chosen kubespray release makes on variables before it touches a host
 // (kubespray.CheckVars), so that `bpa lint` refuses what kubespray would, as `bpa plan` does.
-// Admission does not: the CRD cannot see extraVars' values. Each problem names the extraVars
-// variable without which the assertion passes, or spec.kubespray.extraVars when no single one.
+// Admission does not: the CRD cannot see extraVars' values. Each problem names the field
+// without which the assertion passes (an extraVars variable, or spec.PodSubnet,
+// spec.kubernetes.version, spec.KUDPlugins), or spec.kubespray.extraVars when no single one.
 func ValidateKubesprayVars(p *bpav1.Provisioning) field.ErrorList {
 	check := func(spec *bpav1.ProvisioningSpec) ([]error, error) {
 		params, err := translator.ProvisioningParameters(&bpav1.Provisioning{ObjectMeta: p.ObjectMeta, Spec: *spec})
@@ -39,17 +40,36 @@ func ValidateKubesprayVars(p *bpav1.Provisioning) field.ErrorList {
 		return nil // what render-inventory refuses is the other checks' to report
 	}
 	root := field.NewPath("spec", "kubespray", "extraVars")
+	// The fields that become kubespray variables, each with the spec without it: a violation
+	// is named after the first whose absence makes it pass.
+	type source struct {
+		path    *field.Path
+		without func(*bpav1.ProvisioningSpec)
+	}
+	var sources []source
+	if p.Spec.Kubespray != nil {
+		for _, k := range slices.Sorted(maps.Keys(p.Spec.Kubespray.ExtraVars)) {
+			sources = append(sources, source{root.Child(k), func(s *bpav1.ProvisioningSpec) { delete(s.Kubespray.ExtraVars, k) }})
+		}
+	}
+	if p.Spec.PodSubnet != "" {
+		sources = append(sources, source{field.NewPath("spec", "PodSubnet"), func(s *bpav1.ProvisioningSpec) { s.PodSubnet = "" }})
+	}
+	if p.Spec.Kubernetes != nil && p.Spec.Kubernetes.Version != "" {
+		sources = append(sources, source{field.NewPath("spec", "kubernetes", "version"), func(s *bpav1.ProvisioningSpec) { s.Kubernetes.Version = "" }})
+	}
+	if len(p.Spec.KUDPlugins) > 0 {
+		sources = append(sources, source{field.NewPath("spec", "KUDPlugins"), func(s *bpav1.ProvisioningSpec) { s.KUDPlugins = nil }})
+	}
 	var errs field.ErrorList
 	for _, e := range violations {
 		f := root
-		if p.Spec.Kubespray != nil {
-			for _, k := range slices.Sorted(maps.Keys(p.Spec.Kubespray.ExtraVars)) {
-				without := p.Spec.DeepCopy()
-				delete(without.Kubespray.ExtraVars, k)
-				if rest, err := check(without); err == nil && !slices.ContainsFunc(rest, func(r error) bool { return r.Error() == e.Error() }) {
-					f = root.Child(k)
-					break
-				}
+		for _, src := range sources {
+			without := p.Spec.DeepCopy()
+			src.without(without)
+			if rest, err := check(without); err == nil && !slices.ContainsFunc(rest, func(r error) bool { return r.Error() == e.Error() }) {
+				f = src.path
+				break
 			}
 		}
 		errs = append(errs, field.Invalid(f, field.OmitValueType{}, "kubespray would refuse it: "+e.Error()))

@@ -76,8 +76,8 @@ func TestBadCRs(t *testing.T) {
 	require.GreaterOrEqual(t, len(cases), 20)
 	kubesprayCases, err := filepath.Glob("testdata/bad/kubespray/*.yaml")
 	require.NoError(t, err)
-	// download_localhost, kubespray's fifth, is refused by BPA first (kubespray.ControllerVars).
-	require.Len(t, kubesprayCases, 4)
+	// download_localhost, kubespray's fourth, is refused by BPA first (kubespray.ControllerVars).
+	require.Len(t, kubesprayCases, 5)
 	cases = append(cases, kubesprayCases...)
 	for _, c := range cases {
 		t.Run(filepath.Base(c), func(t *testing.T) {

@@ -91,6 +91,8 @@ func (e *env) scenarioDay2(t *testing.T) {
 	t.Run("add masters", d.addMasters)
 	t.Run("upgrade one minor", d.upgrade)
 	t.Run("fail mid-scale, argo retry", d.failMidScale)
+	t.Run("remove two etcd masters", d.removeTwoMasters)
+	t.Run("a removal that removed nothing fails, and a rerun removes", d.removalThatRemovedNothing)
 	t.Run("delete with Reset", d.deleteWithReset)
 }
 
@@ -280,13 +282,7 @@ func (d *day2) scalePool(t *testing.T) {
 	got = d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
 	assert.Equal(t, []string{"d2edge-1", "d2edge-3", "d2edge-4", "d2m1", "d2w1", "d2w2"}, appliedNames(got), "the annotated member left")
 	d.assertNodes(t, got, "v1.30.4")
-	var removed string
-	for _, h := range got.Status.Hosts {
-		if h.Name == "d2edge-2" {
-			removed = h.BareMetalHost
-		}
-	}
-	require.NotEmpty(t, removed)
+	removed := hostOf(t, got, "d2edge-2")
 	assert.NotContains(t, d.claimed(t), removed, "the removed node's host is released")
 }
 
@@ -421,6 +417,118 @@ func (d *day2) failMidScale(t *testing.T) {
 	require.Len(t, records, 1, "%+v", got.Status.Operations)
 	assert.Equal(t, "Succeeded", records[0].Result)
 	assert.LessOrEqual(t, len(got.Status.Operations), 10)
+}
+
+// removeTwoMasters takes the control plane from three masters back to one: each etcd member
+// leaves in its own remove-node.yml run (kubespray's remove-etcd-node acts on one), then one
+// cluster.yml reconfigures etcd and the proxies on what is left (docs/operations/nodes.md).
+func (d *day2) removeTwoMasters(t *testing.T) {
+	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Masters = p.Spec.Masters[:1] })
+	assert.Contains(t, plan, "## Step 1/3 remove-control-plane: d2m2 leave the cluster\n")
+	assert.Contains(t, plan, "## Step 2/3 remove-control-plane-2: d2m3 leave the cluster\n")
+	assert.Contains(t, plan, "## Step 3/3 reconfigure-etcd: ")
+	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
+	assert.Equal(t, []string{"remove-node", "remove-node", "cluster"}, d.runsSince(t, before), "one removal per etcd member, then the reconfigure")
+	runs := d.kubesprayRuns(t)[before:]
+	for i, node := range []string{"d2m2", "d2m3"} {
+		assert.Equal(t, node, extraVar(t, runs[i], "node"), "run %d removes one member", i+1)
+	}
+	touched := d.touched(t, logs)
+	for _, m := range []string{"d2m2", "d2m3"} {
+		require.Len(t, touched[m], 1, "%s: %v", m, touched[m])
+		assert.True(t, strings.HasPrefix(touched[m][0], "remove-node.yml: ") && strings.Contains(touched[m][0], "Node deleted, reset"), "%s: %s", m, touched[m][0])
+	}
+	assert.NotContains(t, appliedNames(got), "d2m2")
+	assert.NotContains(t, appliedNames(got), "d2m3")
+	etcd := 0
+	for _, h := range got.Status.Applied.Hosts {
+		if h.Etcd {
+			etcd++
+		}
+	}
+	assert.Equal(t, 1, etcd, "one etcd member is left")
+	assert.NotContains(t, d.claimed(t), "d2-d2m2")
+	assert.NotContains(t, d.claimed(t), "d2-d2m3")
+	d.assertNodes(t, got, "v1.31.4")
+}
+
+// removalThatRemovedNothing: kubespray exits 0 when its node name matches no host, having
+// removed nothing. The stand-in is made to do just that; verify must fail the run at once,
+// the node must stay in status.applied and claimed, and a rerun must remove it.
+func (d *day2) removalThatRemovedNothing(t *testing.T) {
+	require.NoError(t, os.WriteFile(d.UnmatchedFile, nil, 0o644))
+	before := len(d.kubesprayRuns(t))
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) {
+		p.Spec.WorkerPools[0].Replicas = 3
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[bpav1.DeleteNodesAnnotation] = "d2edge-4"
+	})
+	assert.Contains(t, plan, `"node":"d2edge-4"`)
+	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
+	assert.Equal(t, []string{"remove-node"}, d.runsSince(t, before), "kubespray ran once")
+	require.Len(t, failed.Status.Plan, 1)
+	assert.Equal(t, "Succeeded", failed.Status.Plan[0].Phase, "kubespray's run succeeded")
+	assert.Contains(t, failed.Status.Message, "verify")
+	assert.Contains(t, failed.Status.Message, "removal did not take effect: node d2edge-4: still registered")
+	assert.Contains(t, appliedNames(failed), "d2edge-4", "the node is still in the cluster, and status says so")
+	bmh := hostOf(t, failed, "d2edge-4")
+	assert.Contains(t, d.claimed(t), bmh, "its host stays claimed")
+	d.assertNodes(t, failed, "")
+
+	require.NoError(t, os.Remove(d.UnmatchedFile))
+	cr := &bpav1.Provisioning{}
+	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKeyFromObject(failed), cr))
+	cr.Annotations[bpav1.RerunAnnotation] = "removal-" + strconv.FormatInt(cr.Generation, 10) // annotations set just above
+	require.NoError(t, d.Client.Update(d.ctx, cr))
+	got := &bpav1.Provisioning{}
+	d.waitFor(t, got, d.p.Name, func() bool {
+		if got.Status.LastHandledRerun != cr.Annotations[bpav1.RerunAnnotation] {
+			return false
+		}
+		if got.Status.Phase == bpav1.PhaseFailed || got.Status.Phase == bpav1.PhaseError {
+			t.Fatalf("the rerun %s: %s", got.Status.Phase, got.Status.Message)
+		}
+		return got.Status.Phase == bpav1.PhaseSucceeded
+	}, "the rerun to succeed")
+	assert.Equal(t, []string{"remove-node", "remove-node"}, d.runsSince(t, before), "the rerun removed it again")
+	assert.NotContains(t, appliedNames(got), "d2edge-4")
+	assert.NotContains(t, d.claimed(t), bmh, "released once it left")
+	d.assertNodes(t, got, "v1.31.4")
+}
+
+// hostOf is the BareMetalHost of node in p's last run.
+func hostOf(t *testing.T, p *bpav1.Provisioning, node string) string {
+	t.Helper()
+	for _, h := range p.Status.Hosts {
+		if h.Name == node {
+			require.NotEmpty(t, h.BareMetalHost, node)
+			return h.BareMetalHost
+		}
+	}
+	t.Fatalf("%s is not a host of the last run", node)
+	return ""
+}
+
+// extraVar reads one -e variable of a recorded run (the JSON object run-kubespray passes).
+func extraVar(t *testing.T, run, name string) string {
+	data, err := os.ReadFile(filepath.Join(run, "argv.json"))
+	require.NoError(t, err)
+	var argv []string
+	require.NoError(t, json.Unmarshal(data, &argv))
+	for i, a := range argv {
+		if a != "-e" || i+1 == len(argv) || !strings.HasPrefix(argv[i+1], "{") {
+			continue
+		}
+		vars := map[string]any{}
+		require.NoError(t, json.Unmarshal([]byte(argv[i+1]), &vars))
+		if v, ok := vars[name]; ok {
+			return fmt.Sprint(v)
+		}
+	}
+	return ""
 }
 
 func (d *day2) deleteWithReset(t *testing.T) {

@@ -97,8 +97,23 @@ func (e *env) scenarioExamples(t *testing.T) {
 
 // kubesprayRuns lists the runs the SIMULATED kubespray recorded, in order.
 func (e *env) kubesprayRuns(t *testing.T) []string {
-	runs, err := filepath.Glob(filepath.Join(e.KubesprayRuns, "[0-9][0-9]-*"))
+	entries, err := os.ReadDir(e.KubesprayRuns)
+	if os.IsNotExist(err) {
+		return nil
+	}
 	require.NoError(t, err)
+	// NN-<operation>, numbered on past 99: ordered by number, not by name.
+	number := map[string]int{}
+	var runs []string
+	for _, d := range entries {
+		n, err := strconv.Atoi(strings.SplitN(d.Name(), "-", 2)[0])
+		if err == nil && d.IsDir() {
+			path := filepath.Join(e.KubesprayRuns, d.Name())
+			number[path] = n
+			runs = append(runs, path)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return number[runs[i]] < number[runs[j]] })
 	return runs
 }
 

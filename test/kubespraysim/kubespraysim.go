@@ -40,6 +40,10 @@ const (
 	// is empty, every playbook but facts.yml; when it lists playbooks (whitespace-separated,
 	// by path as run, e.g. scale.yml, or by name, e.g. scale), only those.
 	EnvFailFile = "BPA_SIM_FAIL_FILE"
+	// EnvUnmatchedFile, while the named file exists, makes remove-node.yml act on a node
+	// name no inventory host has: as real kubespray, it runs those plays on no host and
+	// exits 0, removing nothing (for proving that BPA's verify, not kubespray, catches it).
+	EnvUnmatchedFile = "BPA_SIM_UNMATCHED_FILE"
 	// EnvImage is the kubespray image the container runs: its tag is the release the
 	// playbooks act as.
 	EnvImage = "BPA_SIM_KUBESPRAY_IMAGE"
@@ -58,10 +62,11 @@ const (
 type Container struct {
 	// Image is the kubespray image (its tag picks the release).
 	Image string
-	// AppKubeconfig, KubeDirs, FailFile, RecordDir: see the Env constants.
+	// AppKubeconfig, KubeDirs, FailFile, UnmatchedFile, RecordDir: see the Env constants.
 	AppKubeconfig string
 	KubeDirs      map[string]string
 	FailFile      string
+	UnmatchedFile string
 	RecordDir     string
 	// Agent is the built agent (BuildAgent).
 	Agent string
@@ -92,6 +97,7 @@ func (c Container) Env() ([]string, error) {
 		EnvAppKubeconfig + "=" + c.AppKubeconfig,
 		EnvKubeDirs + "=" + string(dirs),
 		EnvFailFile + "=" + c.FailFile,
+		EnvUnmatchedFile + "=" + c.UnmatchedFile,
 		EnvImage + "=" + c.Image,
 		EnvRecordDir + "=" + c.RecordDir,
 		EnvAgent + "=" + c.Agent,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,6 +287,35 @@ func TestPlanImmutableSetting(t *testing.T) {
 	assert.Empty(t, entries)
 	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1))
 	require.Error(t, err, "printing refuses it too")
+}
+
+// bpa lint --applied refuses the same change as plan and the controller, naming the field
+// and the reason; without --applied (no live cluster to compare with) the CR is fine.
+func TestLintAppliedImmutableSetting(t *testing.T) {
+	workers := []bpav1.HostStatus{appliedWorker1}
+	_, built := byMac(t, workers, "  PodSubnet: 10.244.0.0/16\n")
+	cr, _ := byMac(t, workers, "  PodSubnet: 10.245.0.0/16\n")
+	applied := appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1)
+	lint := func(args ...string) (string, error) {
+		root := cli.NewRootCommand()
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"lint"}, args...))
+		err := root.Execute()
+		return out.String(), err
+	}
+	out, err := lint("-f", cr)
+	require.NoError(t, err, out)
+	out, err = lint("-f", cr, "--applied", applied)
+	require.Error(t, err)
+	assert.Contains(t, out, "Provisioning/"+readCR(t, cr).Name+": spec.PodSubnet: kube_pods_subnet is 10.244.0.0/16 in the running cluster and would become 10.245.0.0/16")
+	assert.Contains(t, out, "("+bpav1.ReasonImmutableSetting+")")
+	out, err = lint("-f", cr, "-f", cr, "--applied", applied)
+	require.Error(t, err)
+	assert.Contains(t, out, "describes one cluster, but 2 Provisionings were linted")
+	_, err = lint("--applied", applied)
+	require.ErrorContains(t, err, "--applied needs the Provisioning to lint with it (-f)")
 }
 
 // --applied is read strictly: a misspelt field is an error, never a first creation.

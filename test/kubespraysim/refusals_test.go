@@ -77,6 +77,11 @@ func (r refusal) run(t *testing.T, tmp string) error {
 var refusals = []refusal{
 	{"even etcd", "v2.28.0", nil, nil, []string{"cluster.yml"}, "TASK [validate_inventory : Stop if even number of etcd hosts]"},
 	{"even etcd v2.27", "v2.27.1", nil, nil, []string{"cluster.yml"}, "TASK [kubernetes/preinstall : Stop if even number of etcd hosts]"},
+	// v2.27's assert has no etcd_deployment_type condition: kubeadm's etcd is refused too.
+	{"even etcd v2.27, kubeadm etcd", "v2.27.1", nil, map[string]any{"etcd_deployment_type": "kubeadm"}, []string{"cluster.yml"},
+		"TASK [kubernetes/preinstall : Stop if even number of etcd hosts]"},
+	{"even etcd v2.28, kubeadm etcd", "v2.28.0", nil, map[string]any{"etcd_deployment_type": "kubeadm"}, []string{"cluster.yml"},
+		"TASK [validate_inventory : Stop if even number of etcd hosts]"},
 	{"string boolean", "v2.28.0", cluster, map[string]any{"helm_enabled": "true"}, []string{"cluster.yml"},
 		"Stop if known booleans are set as strings (Use JSON format on CLI: -e \"{'key': true }\")"},
 	{"v prefix under v2.28", "v2.28.0", cluster, map[string]any{"kube_version": "v1.32.5"}, []string{"cluster.yml"},

@@ -70,6 +70,9 @@ type Site struct {
 	BPA string
 	// FailFile makes the simulated kubespray fail while it exists.
 	FailFile string
+	// UnmatchedFile, while it exists, makes the simulated kubespray's removals match no
+	// host: they remove nothing and succeed (kubespraysim.EnvUnmatchedFile).
+	UnmatchedFile string
 	// KubesprayRuns receives every run of the simulated kubespray, in the layout of
 	// `bpa plan -o` (kubespraysim.EnvRecordDir).
 	KubesprayRuns string
@@ -107,6 +110,7 @@ func New(t testing.TB, opts Options) *Site {
 	s.SSH = simhost.NewCluster(t)
 	s.SSH.Port = freeLoopbackPort(t)
 	s.FailFile = filepath.Join(s.dir, "kubespray-fails")
+	s.UnmatchedFile = filepath.Join(s.dir, "kubespray-removals-match-nothing")
 	s.KubesprayRuns = filepath.Join(s.dir, "kubespray-runs")
 
 	logf := func(format string, args ...any) {}
@@ -218,7 +222,7 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 	defer kubespraysim.StopSSHMasters(control)
 	env, err := kubespraysim.Container{
 		Image: e.Image, AppKubeconfig: s.App.Kubeconfig, KubeDirs: dirs, FailFile: s.FailFile,
-		RecordDir: s.KubesprayRuns, Agent: agent, Tmp: tmp, ControlDir: control,
+		UnmatchedFile: s.UnmatchedFile, RecordDir: s.KubesprayRuns, Agent: agent, Tmp: tmp, ControlDir: control,
 	}.Env()
 	if err != nil {
 		return 0, err

@@ -9,9 +9,10 @@
 //     a local file to read and send, a proxy, impersonation) is refused. Only the rebuilt
 //     kubeconfig is used and staged.
 //  3. With it, check that every host the run keeps is a registered, Ready Node running
-//     --kubernetes-version's kubelet (when given), that no host it removes (Removing) is
+//     --kubernetes-version's kubelet (when given), that no host it removed (Removing) is
 //     still a Node, and that every kube-system pod is Running or Succeeded, polling until
-//     --timeout. On timeout the step fails with the sorted list of what is wrong.
+//     --timeout. On timeout the step fails with the sorted list of what is wrong; a removed
+//     host's Node still there fails it at once (kubespray deletes it within its run).
 //  4. Stage the kubeconfig for publish-kubeconfig.
 //
 // # Handing the kubeconfig over
@@ -191,6 +192,13 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 	}
 	for {
 		missing, err := Check(ctx, cs, hosts, kubelet)
+		// kubespray deletes a removed node's Node within its run (remove-node's post-remove),
+		// so one still registered now will not leave by waiting: the removal did nothing (a
+		// name the inventory does not match runs every play on no host and exits 0). Fail
+		// at once, naming it; the node stays in status.applied, so the next run removes it.
+		if lingering := Lingering(missing); len(lingering) > 0 {
+			return fmt.Errorf("removal did not take effect: %s", Summarize(lingering))
+		}
 		if err == nil && len(missing) == 0 {
 			expected := Expected(hosts)
 			for _, h := range expected {
@@ -372,7 +380,7 @@ func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatu
 			n = byIP[h.IP]
 		}
 		if h.Removing && n != nil {
-			missing = append(missing, fmt.Sprintf("node %s: still registered, but the run removes it", n.Name))
+			missing = append(missing, fmt.Sprintf("node %s: %s", n.Name, stillRegistered))
 		}
 	}
 
@@ -399,6 +407,20 @@ func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatu
 	}
 	sort.Strings(missing)
 	return missing, nil
+}
+
+// stillRegistered is Check's finding for a removed host whose Node is still there.
+const stillRegistered = "still registered, but the run removed it"
+
+// Lingering picks out of Check's findings the removed hosts whose Node is still there.
+func Lingering(problems []string) []string {
+	var out []string
+	for _, p := range problems {
+		if strings.HasSuffix(p, ": "+stillRegistered) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func notReady(n *corev1.Node) string {

@@ -45,7 +45,8 @@ class CallbackModule(CallbackBase):
         op = os.path.basename(argv[-1])
         op = op[:-len('.yml')] if op.endswith('.yml') else op
         os.makedirs(root, exist_ok=True)
-        done = [d for d in os.listdir(root) if len(d) > 3 and d[:2].isdigit() and d[2] == '-']
+        # NN-<op>, numbered on past 99 (three digits and more).
+        done = [d for d in os.listdir(root) if d.split('-', 1)[0].isdigit() and '-' in d]
         out = os.path.join(root, '%02d-%s' % (len(done) + 1, op))
         os.makedirs(out)
         with open(os.path.join(out, 'argv.json'), 'w') as f:
