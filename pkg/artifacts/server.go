@@ -265,6 +265,12 @@ func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "registry writes must name a repository: /v2/<repository>/(blobs|manifests)/...", http.StatusBadRequest)
 		return
 	}
+	// As a file path starts with its domain, a repository starts with its original registry;
+	// RBAC names without a dot (apt/<Package>) then never name an image.
+	if !domain.MatchString(topSegment(repo)) {
+		http.Error(w, fmt.Sprintf("repository %q: must start with the original registry as its first segment (e.g. registry.k8s.io/pause)", repo), http.StatusBadRequest)
+		return
+	}
 	verb := "create"
 	if r.Method == http.MethodDelete {
 		verb = "delete"
@@ -365,6 +371,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 			r.Header.Set(overrideHeader, "1")
 		}
 		r.Header.Set(userHeader, u.GetName())
+		r = r.WithContext(withUser(r.Context(), u))
 		// tusd takes the upload ID from the path as its own router would leave it.
 		r.URL.Path, r.URL.RawPath = rest, ""
 		switch r.Method {
@@ -476,9 +483,16 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 			"sha256 mismatch for %s: declared %s, received %s", info.MetaData["path"], declared, sum), checksumMismatch)
 	}
 	m := FileMeta{Path: info.MetaData["path"], Size: info.Size, SHA256: sum, UploadedBy: info.MetaData["uploadedBy"], UploadedAt: time.Now().UTC()}
+	u, err := hookUser(hook.Context)
+	if err != nil {
+		return tus.HTTPResponse{}, err
+	}
 	if strings.HasSuffix(m.Path, ".deb") { // it joins the apt repository: its index needs the control file
 		if m.Control, err = debControl(bin); err != nil {
 			return discard("ERR_BAD_DEB", fmt.Sprintf("%s: not a Debian package the apt repository can list: %v", m.Path, err), http.StatusBadRequest)
+		}
+		if err := s.opts.Auth.mayPackages(hook.Context, u, "create", &m); err != nil {
+			return discard("ERR_FORBIDDEN", err.Error(), http.StatusForbidden)
 		}
 	}
 	// From reading what is published to replacing it, no other upload of the path runs.
@@ -494,6 +508,10 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 			_ = os.Remove(infoFile)
 			return tus.HTTPResponse{}, s.published(old)
 		}
+		// Replacing a .deb takes its package out of the index and may bring another in.
+		if err := s.opts.Auth.mayPackages(hook.Context, u, VerbOverride, old, &m); err != nil {
+			return discard("ERR_FORBIDDEN", err.Error(), http.StatusForbidden)
+		}
 	}
 	if err := s.publish(bin, m); err != nil {
 		return tus.HTTPResponse{}, err
@@ -505,9 +523,13 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 
 // published is the refusal of other bytes for a published path.
 func (s *Server) published(old *FileMeta) error {
+	names := fmt.Sprintf("%q", topSegment(old.Path))
+	if pkg := packageName(old); pkg != "" {
+		names += fmt.Sprintf(" and %q", pkg)
+	}
 	return tusError("ERR_PUBLISHED", fmt.Sprintf("%s is published (sha256 %s, uploaded by %s) and published files are immutable: "+
-		"upload a new version under a new path; replacing it needs %s on %s named %q",
-		old.Path, old.SHA256, old.UploadedBy, VerbOverride, Resource, topSegment(old.Path)), http.StatusConflict)
+		"upload a new version under a new path; replacing it needs %s on %s named %s",
+		old.Path, old.SHA256, old.UploadedBy, VerbOverride, Resource, names), http.StatusConflict)
 }
 
 func fileSHA256(name string) (string, error) {
@@ -594,10 +616,19 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		return
 	}
 	defer s.lock(p)()
+	if err := s.opts.Auth.mayPackages(r.Context(), u, verb, m); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	if m.UploadedBy != u.GetName() {
-		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); !override {
+		override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p))
+		if !override {
 			http.Error(w, fmt.Sprintf("Forbidden: %s was uploaded by %s; deleting another's file needs %s on %s named %q",
 				p, m.UploadedBy, VerbOverride, Resource, topSegment(p)), http.StatusForbidden)
+			return
+		}
+		if err := s.opts.Auth.mayPackages(r.Context(), u, VerbOverride, m); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
 	}

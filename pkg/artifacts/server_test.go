@@ -433,6 +433,7 @@ func TestArtifactServer(t *testing.T) {
 
 	t.Run("one uploader cannot replace or delete another's artifacts", func(t *testing.T) { testImmutable(t, e) })
 	t.Run("writes are authorized per domain and repository", func(t *testing.T) { testScopedWrites(t, e) })
+	t.Run("a .deb is authorized by its package too", func(t *testing.T) { testPackageWrites(t, e) })
 
 	t.Run("bad input is refused", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)
