@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
@@ -88,6 +89,7 @@ type Server struct {
 	// publishing serializes the check-then-write of one file path or image tag (by a
 	// hash of it), so two writers of one path cannot interleave.
 	publishing [64]sync.Mutex
+	testHooks  atomic.Pointer[publishHooks]
 }
 
 // lock holds the publishing lock of key (a file path, or repository:tag) until unlock.
@@ -95,7 +97,10 @@ func (s *Server) lock(key string) (unlock func()) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	m := &s.publishing[h.Sum32()%uint32(len(s.publishing))]
-	m.Lock()
+	if !m.TryLock() {
+		s.hooks().contended(key)
+		m.Lock()
+	}
 	return m.Unlock
 }
 
@@ -566,7 +571,12 @@ func (s *Server) publish(bin string, m FileMeta) error {
 	if err := os.Rename(meta+".tmp", meta); err != nil {
 		return err
 	}
-	return os.Rename(bin, dst)
+	s.hooks().metaWritten(m.Path)
+	if err := os.Rename(bin, dst); err != nil {
+		return err
+	}
+	s.hooks().published(m.Path)
+	return nil
 }
 
 // serveMeta lists files (GET /api/v1/files?prefix=...), shows one (GET .../PATH) or
