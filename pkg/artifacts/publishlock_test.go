@@ -34,19 +34,8 @@ func testPublishLock(t *testing.T, e *env) {
 		t.Run(name, func(t *testing.T) {
 			s := e.serve(t, t.TempDir(), "", false)
 			const p = "dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubeadm"
-			var first atomic.Bool
-			var once sync.Once
-			release := make(chan struct{})
-			go1 := func(string) { once.Do(func() { close(release) }) }
-			s.srv.SetPublishHooks(artifacts.PublishHooks{
-				Contended: go1,
-				Published: go1,
-				MetaWritten: func(string) {
-					if first.CompareAndSwap(false, true) {
-						<-release
-					}
-				},
-			})
+			h := newHolder()
+			s.srv.SetRaceHooks(artifacts.RaceHooks{Contended: h.free, Published: h.free, MetaWritten: h.hold})
 			type pushed struct {
 				sum, by string
 				err     error
@@ -59,13 +48,13 @@ func testPublishLock(t *testing.T, e *env) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer go1("") // a writer refused before publishing must not hold the other forever
+					defer h.free("") // a writer refused before publishing must not hold the other forever
 					_, err := c.Push(ctx, file, p)
 					results[i] = pushed{sum: sum, by: tc.by[i], err: err}
 				}()
 			}
 			wg.Wait()
-			require.True(t, first.Load(), "a writer reached the point between metadata and file")
+			require.True(t, h.held.Load(), "a writer reached the point between metadata and file")
 			for _, r := range results {
 				require.NoError(t, r.err)
 			}
@@ -96,4 +85,24 @@ func writeTemp(t *testing.T, b []byte) string {
 	f := filepath.Join(t.TempDir(), "served")
 	require.NoError(t, os.WriteFile(f, b, 0o600))
 	return f
+}
+
+// holder holds the first caller of hold until anyone calls free, and frees it when a
+// second caller comes to hold.
+type holder struct {
+	held    atomic.Bool
+	once    sync.Once
+	release chan struct{}
+}
+
+func newHolder() *holder { return &holder{release: make(chan struct{})} }
+
+func (h *holder) free(string) { h.once.Do(func() { close(h.release) }) }
+
+func (h *holder) hold(string) {
+	if h.held.CompareAndSwap(false, true) {
+		<-h.release
+	} else {
+		h.free("")
+	}
 }

@@ -74,6 +74,10 @@ type Options struct {
 	// AptSigningKey is the file of an armored, unencrypted OpenPGP private key that signs
 	// the apt repository of the uploaded .deb files at /apt/; empty turns /apt/ off.
 	AptSigningKey string
+	// QuotaTotal bounds the bytes the store holds (files, uploads in progress, the
+	// registry) and QuotaPerUploader what one uploader's uploads hold; 0 is unlimited.
+	// See quota.go for what is counted.
+	QuotaTotal, QuotaPerUploader int64
 }
 
 // DefaultUploadTTL keeps an interrupted upload resumable for a week.
@@ -86,10 +90,11 @@ type Server struct {
 	registry http.Handler
 	uploads  string
 	apt      *aptRepo // nil without a signing key
+	quota    *quota
 	// publishing serializes the check-then-write of one file path or image tag (by a
 	// hash of it), so two writers of one path cannot interleave.
 	publishing [64]sync.Mutex
-	testHooks  atomic.Pointer[publishHooks]
+	testHooks  atomic.Pointer[raceHooks]
 }
 
 // lock holds the publishing lock of key (a file path, or repository:tag) until unlock.
@@ -97,10 +102,7 @@ func (s *Server) lock(key string) (unlock func()) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	m := &s.publishing[h.Sum32()%uint32(len(s.publishing))]
-	if !m.TryLock() {
-		s.hooks().contended(key)
-		m.Lock()
-	}
+	lockNoting(m, key, s.hooks)
 	return m.Unlock
 }
 
@@ -157,10 +159,14 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	composer := tus.NewStoreComposer()
-	composer.UseCore(hashingStore{filestore.New(s.uploads)})
-	memorylocker.New().UseIn(composer)
 	var err error
+	if s.quota, err = newQuota(opts.Dir, opts.QuotaTotal, opts.QuotaPerUploader); err != nil {
+		return nil, err
+	}
+	s.quota.hooks = s.hooks
+	composer := tus.NewStoreComposer()
+	composer.UseCore(quotaStore{hashingStore{filestore.New(s.uploads)}, s.quota})
+	memorylocker.New().UseIn(composer)
 	s.tus, err = tus.NewUnroutedHandler(tus.Config{
 		StoreComposer: composer, BasePath: "/files/", MaxSize: opts.MaxSize,
 		// Files are served from files/ once verified, never from the upload store.
@@ -290,10 +296,16 @@ func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
 	case verb == "delete" && !override:
 		http.Error(w, fmt.Sprintf("Forbidden: images in %s are immutable: deleting needs %s on %s named %s",
 			repo, VerbOverride, Resource, strings.Join(quoteAll(names), " or ")), http.StatusForbidden)
-	case r.Method == http.MethodPut && kind == "manifests" && !strings.Contains(ref, ":"):
-		s.putTag(w, r, repo, ref, override)
-	default:
+	case verb == "delete":
 		s.registry.ServeHTTP(w, r)
+	default:
+		s.quota.serveRegistryWrite(w, r, u.GetName(), repo, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && kind == "manifests" && !strings.Contains(ref, ":") {
+				s.putTag(w, r, repo, ref, override)
+				return
+			}
+			s.registry.ServeHTTP(w, r)
+		})
 	}
 }
 
@@ -502,7 +514,8 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 	}
 	// From reading what is published to replacing it, no other upload of the path runs.
 	defer s.lock(m.Path)()
-	if old, err := s.readMeta(m.Path); err == nil {
+	old, _ := s.readMeta(m.Path)
+	if old != nil {
 		switch {
 		case old.SHA256 == m.SHA256: // the same bytes again: already published, as they were
 			_ = os.Remove(bin)
@@ -521,6 +534,7 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 	if err := s.publish(bin, m); err != nil {
 		return tus.HTTPResponse{}, err
 	}
+	s.quota.published(old, &m)
 	s.aptChanged(m.Path)
 	_ = os.Remove(infoFile)
 	return tus.HTTPResponse{}, nil
@@ -613,6 +627,9 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if verb == "delete" { // what is checked below is what is deleted, and counted off once
+		defer s.lock(p)()
+	}
 	m, err := s.meta(r, p)
 	if errors.Is(err, fs.ErrNotExist) {
 		http.Error(w, "no such file: "+p, http.StatusNotFound)
@@ -625,7 +642,6 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		writeJSON(w, m)
 		return
 	}
-	defer s.lock(p)()
 	if err := s.opts.Auth.mayPackages(r.Context(), u, verb, m); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -649,6 +665,7 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		return
 	}
 	_ = os.Remove(filepath.Join(s.opts.Dir, "meta", p+".json"))
+	s.quota.deleted(m)
 	s.aptChanged(p)
 	w.WriteHeader(http.StatusNoContent)
 }

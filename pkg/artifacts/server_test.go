@@ -436,6 +436,8 @@ func TestArtifactServer(t *testing.T) {
 	t.Run("writes are authorized per domain and repository", func(t *testing.T) { testScopedWrites(t, e) })
 	t.Run("a .deb is authorized by its package too", func(t *testing.T) { testPackageWrites(t, e) })
 	t.Run("concurrent uploads of one path publish one upload's bytes with its own record", func(t *testing.T) { testPublishLock(t, e) })
+	t.Run("quotas per uploader and in total", func(t *testing.T) { testQuotas(t, e) })
+	t.Run("quotas admit as many concurrent uploads as fit", func(t *testing.T) { testQuotaRaces(t, e) })
 
 	t.Run("bad input is refused", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)
