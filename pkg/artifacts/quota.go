@@ -157,8 +157,8 @@ func (q *quota) usage(user string) (mine, all usage) {
 	return mine, all
 }
 
-// admit is nil when user may store add more bytes, counting them, or the refusal naming
-// the quota. q.mu is held.
+// admit is nil when add more bytes of user's fit the quotas, else the refusal naming the
+// quota; the caller counts what it admits. q.mu is held.
 func (q *quota) admit(user string, add int64) error {
 	if !q.limited() {
 		return nil

@@ -647,8 +647,7 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		return
 	}
 	if m.UploadedBy != u.GetName() {
-		override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p))
-		if !override {
+		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); !override {
 			http.Error(w, fmt.Sprintf("Forbidden: %s was uploaded by %s; deleting another's file needs %s on %s named %q",
 				p, m.UploadedBy, VerbOverride, Resource, topSegment(p)), http.StatusForbidden)
 			return
