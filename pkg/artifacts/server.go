@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
@@ -73,6 +74,10 @@ type Options struct {
 	// AptSigningKey is the file of an armored, unencrypted OpenPGP private key that signs
 	// the apt repository of the uploaded .deb files at /apt/; empty turns /apt/ off.
 	AptSigningKey string
+	// QuotaTotal bounds the bytes the store holds (files, uploads in progress, the
+	// registry) and QuotaPerUploader what one uploader's uploads hold; 0 is unlimited.
+	// See quota.go for what is counted.
+	QuotaTotal, QuotaPerUploader int64
 }
 
 // DefaultUploadTTL keeps an interrupted upload resumable for a week.
@@ -85,9 +90,11 @@ type Server struct {
 	registry http.Handler
 	uploads  string
 	apt      *aptRepo // nil without a signing key
+	quota    *quota
 	// publishing serializes the check-then-write of one file path or image tag (by a
 	// hash of it), so two writers of one path cannot interleave.
 	publishing [64]sync.Mutex
+	testHooks  atomic.Pointer[raceHooks]
 }
 
 // lock holds the publishing lock of key (a file path, or repository:tag) until unlock.
@@ -95,7 +102,7 @@ func (s *Server) lock(key string) (unlock func()) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	m := &s.publishing[h.Sum32()%uint32(len(s.publishing))]
-	m.Lock()
+	lockNoting(m, key, s.hooks)
 	return m.Unlock
 }
 
@@ -152,10 +159,14 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	composer := tus.NewStoreComposer()
-	composer.UseCore(hashingStore{filestore.New(s.uploads)})
-	memorylocker.New().UseIn(composer)
 	var err error
+	if s.quota, err = newQuota(opts.Dir, opts.QuotaTotal, opts.QuotaPerUploader); err != nil {
+		return nil, err
+	}
+	s.quota.hooks = s.hooks
+	composer := tus.NewStoreComposer()
+	composer.UseCore(quotaStore{hashingStore{filestore.New(s.uploads)}, s.quota})
+	memorylocker.New().UseIn(composer)
 	s.tus, err = tus.NewUnroutedHandler(tus.Config{
 		StoreComposer: composer, BasePath: "/files/", MaxSize: opts.MaxSize,
 		// Files are served from files/ once verified, never from the upload store.
@@ -265,6 +276,12 @@ func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "registry writes must name a repository: /v2/<repository>/(blobs|manifests)/...", http.StatusBadRequest)
 		return
 	}
+	// As a file path starts with its domain, a repository starts with its original registry;
+	// RBAC names without a dot (apt/<Package>) then never name an image.
+	if !domain.MatchString(topSegment(repo)) {
+		http.Error(w, fmt.Sprintf("repository %q: must start with the original registry as its first segment (e.g. registry.k8s.io/pause)", repo), http.StatusBadRequest)
+		return
+	}
 	verb := "create"
 	if r.Method == http.MethodDelete {
 		verb = "delete"
@@ -279,10 +296,16 @@ func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
 	case verb == "delete" && !override:
 		http.Error(w, fmt.Sprintf("Forbidden: images in %s are immutable: deleting needs %s on %s named %s",
 			repo, VerbOverride, Resource, strings.Join(quoteAll(names), " or ")), http.StatusForbidden)
-	case r.Method == http.MethodPut && kind == "manifests" && !strings.Contains(ref, ":"):
-		s.putTag(w, r, repo, ref, override)
-	default:
+	case verb == "delete":
 		s.registry.ServeHTTP(w, r)
+	default:
+		s.quota.serveRegistryWrite(w, r, u.GetName(), repo, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && kind == "manifests" && !strings.Contains(ref, ":") {
+				s.putTag(w, r, repo, ref, override)
+				return
+			}
+			s.registry.ServeHTTP(w, r)
+		})
 	}
 }
 
@@ -365,6 +388,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 			r.Header.Set(overrideHeader, "1")
 		}
 		r.Header.Set(userHeader, u.GetName())
+		r = r.WithContext(withUser(r.Context(), u))
 		// tusd takes the upload ID from the path as its own router would leave it.
 		r.URL.Path, r.URL.RawPath = rest, ""
 		switch r.Method {
@@ -476,14 +500,22 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 			"sha256 mismatch for %s: declared %s, received %s", info.MetaData["path"], declared, sum), checksumMismatch)
 	}
 	m := FileMeta{Path: info.MetaData["path"], Size: info.Size, SHA256: sum, UploadedBy: info.MetaData["uploadedBy"], UploadedAt: time.Now().UTC()}
+	u, err := hookUser(hook.Context)
+	if err != nil {
+		return tus.HTTPResponse{}, err
+	}
 	if strings.HasSuffix(m.Path, ".deb") { // it joins the apt repository: its index needs the control file
 		if m.Control, err = debControl(bin); err != nil {
 			return discard("ERR_BAD_DEB", fmt.Sprintf("%s: not a Debian package the apt repository can list: %v", m.Path, err), http.StatusBadRequest)
 		}
+		if err := s.opts.Auth.mayPackages(hook.Context, u, "create", &m); err != nil {
+			return discard("ERR_FORBIDDEN", err.Error(), http.StatusForbidden)
+		}
 	}
 	// From reading what is published to replacing it, no other upload of the path runs.
 	defer s.lock(m.Path)()
-	if old, err := s.readMeta(m.Path); err == nil {
+	old, _ := s.readMeta(m.Path)
+	if old != nil {
 		switch {
 		case old.SHA256 == m.SHA256: // the same bytes again: already published, as they were
 			_ = os.Remove(bin)
@@ -494,10 +526,15 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 			_ = os.Remove(infoFile)
 			return tus.HTTPResponse{}, s.published(old)
 		}
+		// Replacing a .deb takes its package out of the index and may bring another in.
+		if err := s.opts.Auth.mayPackages(hook.Context, u, VerbOverride, old, &m); err != nil {
+			return discard("ERR_FORBIDDEN", err.Error(), http.StatusForbidden)
+		}
 	}
 	if err := s.publish(bin, m); err != nil {
 		return tus.HTTPResponse{}, err
 	}
+	s.quota.published(old, &m)
 	s.aptChanged(m.Path)
 	_ = os.Remove(infoFile)
 	return tus.HTTPResponse{}, nil
@@ -505,9 +542,13 @@ func (s *Server) preFinish(hook tus.HookEvent) (tus.HTTPResponse, error) {
 
 // published is the refusal of other bytes for a published path.
 func (s *Server) published(old *FileMeta) error {
+	names := fmt.Sprintf("%q", topSegment(old.Path))
+	if pkg := packageName(old); pkg != "" {
+		names += fmt.Sprintf(" and %q", pkg)
+	}
 	return tusError("ERR_PUBLISHED", fmt.Sprintf("%s is published (sha256 %s, uploaded by %s) and published files are immutable: "+
-		"upload a new version under a new path; replacing it needs %s on %s named %q",
-		old.Path, old.SHA256, old.UploadedBy, VerbOverride, Resource, topSegment(old.Path)), http.StatusConflict)
+		"upload a new version under a new path; replacing it needs %s on %s named %s",
+		old.Path, old.SHA256, old.UploadedBy, VerbOverride, Resource, names), http.StatusConflict)
 }
 
 func fileSHA256(name string) (string, error) {
@@ -544,7 +585,12 @@ func (s *Server) publish(bin string, m FileMeta) error {
 	if err := os.Rename(meta+".tmp", meta); err != nil {
 		return err
 	}
-	return os.Rename(bin, dst)
+	s.hooks().metaWritten(m.Path)
+	if err := os.Rename(bin, dst); err != nil {
+		return err
+	}
+	s.hooks().published(m.Path)
+	return nil
 }
 
 // serveMeta lists files (GET /api/v1/files?prefix=...), shows one (GET .../PATH) or
@@ -581,6 +627,9 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if verb == "delete" { // what is checked below is what is deleted, and counted off once
+		defer s.lock(p)()
+	}
 	m, err := s.meta(r, p)
 	if errors.Is(err, fs.ErrNotExist) {
 		http.Error(w, "no such file: "+p, http.StatusNotFound)
@@ -593,11 +642,18 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		writeJSON(w, m)
 		return
 	}
-	defer s.lock(p)()
+	if err := s.opts.Auth.mayPackages(r.Context(), u, verb, m); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	if m.UploadedBy != u.GetName() {
 		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); !override {
 			http.Error(w, fmt.Sprintf("Forbidden: %s was uploaded by %s; deleting another's file needs %s on %s named %q",
 				p, m.UploadedBy, VerbOverride, Resource, topSegment(p)), http.StatusForbidden)
+			return
+		}
+		if err := s.opts.Auth.mayPackages(r.Context(), u, VerbOverride, m); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
 	}
@@ -608,6 +664,7 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		return
 	}
 	_ = os.Remove(filepath.Join(s.opts.Dir, "meta", p+".json"))
+	s.quota.deleted(m)
 	s.aptChanged(p)
 	w.WriteHeader(http.StatusNoContent)
 }

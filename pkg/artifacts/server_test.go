@@ -82,6 +82,7 @@ type server struct {
 	http      *http.Server
 	listener  net.Listener
 	anonReads bool
+	srv       *artifacts.Server
 }
 
 func (e *env) serve(t *testing.T, dir, addr string, anonReads bool) *server {
@@ -103,7 +104,7 @@ func (e *env) serveOpts(t *testing.T, addr string, anonReads bool, opts artifact
 	}
 	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	s := &server{URL: "http://" + l.Addr().String(), dir: dir, listener: l}
+	s := &server{URL: "http://" + l.Addr().String(), dir: dir, listener: l, srv: srv}
 	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPatch {
 			r.Body = countingBody{r.Body, &s.received}
@@ -433,6 +434,10 @@ func TestArtifactServer(t *testing.T) {
 
 	t.Run("one uploader cannot replace or delete another's artifacts", func(t *testing.T) { testImmutable(t, e) })
 	t.Run("writes are authorized per domain and repository", func(t *testing.T) { testScopedWrites(t, e) })
+	t.Run("a .deb is authorized by its package too", func(t *testing.T) { testPackageWrites(t, e) })
+	t.Run("concurrent uploads of one path publish one upload's bytes with its own record", func(t *testing.T) { testPublishLock(t, e) })
+	t.Run("quotas per uploader and in total", func(t *testing.T) { testQuotas(t, e) })
+	t.Run("quotas admit as many concurrent uploads as fit", func(t *testing.T) { testQuotaRaces(t, e) })
 
 	t.Run("bad input is refused", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)

@@ -73,7 +73,7 @@ func init() {
 				bar := progressBar(cmd, filepath.Base(args[0]))
 				c.Progress = bar
 				c.Resuming = func(offset, total int64) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "resuming at %s of %s\n", humanBytes(offset), humanBytes(total))
+					fmt.Fprintf(cmd.ErrOrStderr(), "resuming at %s of %s\n", artifacts.HumanBytes(offset), artifacts.HumanBytes(total))
 				}
 				m, err := c.Push(cmd.Context(), args[0], path)
 				if bar != nil {
@@ -246,21 +246,8 @@ func progressBar(cmd *cobra.Command, label string) func(done, total int64) {
 			return
 		}
 		last = pct
-		fmt.Fprintf(out, "\r%-24.24s [%-40s] %3d%% %s/%s", label, strings.Repeat("=", pct*40/100), pct, humanBytes(done), humanBytes(total))
+		fmt.Fprintf(out, "\r%-24.24s [%-40s] %3d%% %s/%s", label, strings.Repeat("=", pct*40/100), pct, artifacts.HumanBytes(done), artifacts.HumanBytes(total))
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func printMeta(cmd *cobra.Command, l []artifacts.FileMeta, asJSON bool) error {
@@ -275,7 +262,7 @@ func printMeta(cmd *cobra.Command, l []artifacts.FileMeta, asJSON bool) error {
 	for _, m := range l {
 		// What the server lists was named by uploaders (and by a server of any version):
 		// escaped as describe escapes, so no name drives the terminal or reorders a line.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", describe.Clean(m.Path), humanBytes(m.Size), describe.Clean(m.SHA256),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", describe.Clean(m.Path), artifacts.HumanBytes(m.Size), describe.Clean(m.SHA256),
 			describe.Clean(m.UploadedBy), m.UploadedAt.Format("2006-01-02 15:04:05Z"))
 	}
 	return tw.Flush()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -106,6 +107,8 @@ func init() {
 		f.DurationVar(&limits.stall, "stall-timeout", 2*time.Minute, "a request whose body or response makes no progress for this long is cut (a slow but moving upload or download is not)")
 		f.DurationVar(&limits.idle, "idle-timeout", 2*time.Minute, "how long a kept-alive connection may sit idle")
 		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
+		f.Var(bytesFlag{&opts.QuotaTotal}, "quota-total", "bytes the store may hold in all: published files, uploads in progress (at their declared length), the registry (a Kubernetes quantity: 90Gi); 0 is unlimited. Set it below the volume's size: an upload that would pass it is refused at its start with 507, a full volume fails uploads halfway")
+		f.Var(bytesFlag{&opts.QuotaPerUploader}, "quota-per-uploader", "bytes one uploader's files, uploads in progress and registry blobs may hold (a quantity: 20Gi); 0 is unlimited")
 		return cmd
 	})
 }
@@ -198,3 +201,28 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController (tusd's, distribution's) reach the connection.
 func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bytesFlag is a byte count given as a Kubernetes quantity (90Gi, 500M, 1e9).
+type bytesFlag struct{ n *int64 }
+
+func (f bytesFlag) String() string {
+	if f.n == nil {
+		return "0"
+	}
+	return resource.NewQuantity(*f.n, resource.BinarySI).String()
+}
+
+func (f bytesFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("want a quantity such as 90Gi: %w", err)
+	}
+	n := q.Value() // rounded up, so compared below
+	if q.Sign() < 0 || q.Cmp(*resource.NewQuantity(n, resource.BinarySI)) != 0 {
+		return fmt.Errorf("%s: want a whole, non-negative number of bytes", s)
+	}
+	*f.n = n
+	return nil
+}
+
+func (bytesFlag) Type() string { return "quantity" }

@@ -69,3 +69,18 @@ func TestServeStallTimeout(t *testing.T) {
 	assert.NoError(t, send(stall/3, 8), "moving for %s in all, never stalled", 8*stall/3)
 	assert.ErrorContains(t, send(3*stall, 2), "timeout", "stalled for longer than the stall timeout")
 }
+
+// --quota-total and --quota-per-uploader take Kubernetes quantities of whole bytes.
+func TestBytesFlag(t *testing.T) {
+	for in, want := range map[string]int64{"90Gi": 90 << 30, "1.5Gi": 3 << 29, "500M": 500e6, "0": 0, "1e9": 1e9} {
+		var n int64
+		require.NoError(t, bytesFlag{&n}.Set(in), in)
+		assert.Equal(t, want, n, in)
+	}
+	for in, msg := range map[string]string{"-1Gi": "non-negative", "500m": "whole", "ninety": "want a quantity such as 90Gi"} {
+		var n int64
+		assert.ErrorContains(t, bytesFlag{&n}.Set(in), msg, in)
+	}
+	n := int64(90 << 30)
+	assert.Equal(t, "90Gi", bytesFlag{&n}.String())
+}
