@@ -6,7 +6,7 @@
 #   hack/build-tools.sh                 # everything missing or out of date
 #   hack/build-tools.sh etcd argo-crds  # only these (names: etcd kube-apiserver
 #                                       #   workflow-controller argo-ui argo argo-crds kustomize
-#                                       #   playwright)
+#                                       #   golangci-lint playwright)
 #
 # Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
 # go.sum committed), so the builds are reproducible and never touch the
@@ -14,7 +14,7 @@
 # the pin (that is, on first use, after a version bump or a STAMP_REV bump).
 # Cold times on 2 cores, module cache filled: etcd 40 s, kube-apiserver 4 min,
 # workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
-# kustomize 20 s (builds config/ in test/integration), argo-ui 4 min (yarn install
+# kustomize 20 s (builds config/ in test/integration), golangci-lint 2 min (`make lint`), argo-ui 4 min (yarn install
 # 1 min, webpack 2.3 min and 2.6 GB of memory; needs Node.js >= 20).
 # Builds run one after another: on a 2-core machine parallel links only thrash.
 # Each tool prints one line (what, why, how long); module downloads and compiler output
@@ -86,6 +86,7 @@ build_module_tool() {
 build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "40 s"; }
 build_kube_apiserver() { build_module_tool kube-apiserver k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "4 min"; }
 build_kustomize() { build_module_tool kustomize sigs.k8s.io/kustomize/kustomize/v5 sigs.k8s.io/kustomize/kustomize/v5 "20 s"; }
+build_golangci_lint() { build_module_tool golangci-lint github.com/golangci/golangci-lint/v2 github.com/golangci/golangci-lint/v2/cmd/golangci-lint "2 min"; }
 
 # Argo's release builds stamp their version in; without it the CLI and the
 # controller say v0.0.0 and `argo version` is useless in bug reports.
@@ -229,7 +230,7 @@ argo_crds() {
 }
 
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo-ui argo kustomize playwright)
+[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright)
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;
@@ -240,8 +241,9 @@ for t in "${want[@]}"; do
 	argo) build_argo_cli ;;
 	argo-crds) copy_argo_crds ;;
 	kustomize) build_kustomize ;;
+	golangci-lint) build_golangci_lint ;;
 	*)
-		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo-ui argo argo-crds kustomize playwright)" >&2
+		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo-ui argo argo-crds kustomize golangci-lint playwright)" >&2
 		exit 2
 		;;
 	esac
