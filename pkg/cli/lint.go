@@ -47,7 +47,7 @@ func init() {
 					problems = append(problems, lintFile(cmd, f)...)
 				}
 				for _, p := range problems {
-					fmt.Fprintln(cmd.OutOrStdout(), p)
+					fmt.Fprintln(cmd.ErrOrStderr(), p)
 				}
 				if len(problems) > 0 {
 					return &ExitError{Code: 1}

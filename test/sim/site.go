@@ -71,7 +71,7 @@ type Site struct {
 	// FailFile makes the simulated kubespray fail while it exists.
 	FailFile string
 	// KubesprayRuns receives every run of the simulated kubespray, in the layout of
-	// `bpa plan -o` (kubespraysim.EnvRecordDir).
+	// `bpa plan --output-dir` (kubespraysim.EnvRecordDir).
 	KubesprayRuns string
 
 	mu    sync.Mutex
