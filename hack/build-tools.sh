@@ -19,6 +19,12 @@
 # Builds run one after another: on a 2-core machine parallel links only thrash.
 # Each tool prints one line (what, why, how long); module downloads and compiler output
 # go to bin/logs/build-<tool>.log, shown only when a build fails.
+#
+# Argo's web UI needs Node.js and one package from GitHub (see build_argo_ui). When it
+# cannot be built, one line says what failed and what to set, and is kept in
+# bin/argo-ui.unavailable (test/ui and the demo repeat it). The script then fails, unless
+# BPA_UI_OPTIONAL is set (make demo and make test set it): then it goes on without the UI,
+# and builds the argo CLI with a page saying so where the UI would be.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -127,19 +133,86 @@ argo_module_copy() {
 # GitHub git URL. BPA_ARGO_UI_TARBALL, when set, is that package's source as a
 # tarball (`git archive --prefix=package/` of the pinned commit), for machines
 # that cannot reach GitHub; CI points it at its copy.
-ARGO_UI_GIT="git+https://github.com/argoproj/argo-ui.git#54f36c723d9a0e5d3386689298cbb9c27767fa00"
+ARGO_UI_REPO=https://github.com/argoproj/argo-ui.git
+ARGO_UI_COMMIT=54f36c723d9a0e5d3386689298cbb9c27767fa00
+ARGO_UI_GIT="git+$ARGO_UI_REPO#$ARGO_UI_COMMIT"
 ARGO_UI_TARBALL_SHA256=a1ffdf94d29f2477e2e27c6916c728165b7e588b12a464f3a10bc1bf652b17a7
 YARN_VERSION=1.22.22 # yarn classic: the lockfile is a v1 one
-build_argo_ui() {
-	local v s
+UI_UNAVAILABLE="$BIN/argo-ui.unavailable"
+ui_state= # checked: the UI is up to date or can be built; unavailable: said so, going on without
+# check_argo_ui says now, before any tool builds, when Argo's web UI is not up to date and
+# cannot be built here (no Node.js >= 20; GitHub out of reach and no BPA_ARGO_UI_TARBALL):
+# in seconds, not after the other tools' builds.
+check_argo_ui() {
+	local v s why
+	[[ -z $ui_state ]] || return 0
+	ui_state=checked
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
-	if up_to_date argo-ui "$s" "$BIN/argo-ui/index.html"; then echo "argo-ui $v: up to date"; return; fi
-	if ! "$ROOT/hack/deps.sh" --node; then
-		echo "argo-ui $v: cannot build Argo's web UI on this machine (see above)" >&2
-		exit 1
+	up_to_date argo-ui "$s" "$BIN/argo-ui/index.html" && return 0
+	if ! why=$("$ROOT/hack/deps.sh" --node); then
+		why=$(head -n 1 <<<"$why")
+		ui_unavailable "$v" "${why#deps: } (hack/deps.sh --node says how to install it)"
+	elif [[ -z ${BPA_ARGO_UI_TARBALL:-} ]] && ! why=$(reachable "$ARGO_UI_REPO"); then
+		# Without the tarball yarn fetches argo-ui from GitHub.
+		ui_unavailable "$v" "cannot fetch argoproj/argo-ui from GitHub ($why): set BPA_ARGO_UI_TARBALL=/path/to/argo-ui-${ARGO_UI_COMMIT:0:7}.tgz" \
+			"(argoproj/argo-ui at ${ARGO_UI_COMMIT:0:7}: git archive --prefix=package/ ${ARGO_UI_COMMIT:0:7} | gzip, on a machine that reaches GitHub)"
 	fi
-	build argo-ui "$v" "4 min" "$s" argo_ui
+}
+
+build_argo_ui() {
+	local v s rc
+	check_argo_ui
+	[[ $ui_state != unavailable ]] || return 0
+	v=$(pin argo github.com/argoproj/argo-workflows/v3)
+	s="$v $(stamp_of argo)"
+	if up_to_date argo-ui "$s" "$BIN/argo-ui/index.html"; then
+		rm -f "$UI_UNAVAILABLE"
+		echo "argo-ui $v: up to date"
+		return
+	fi
+	# In a subshell with its own errexit, so that a failed build can be survived when the UI
+	# is optional (logged must not run as the condition of an if: see hack/logged.sh).
+	set +e
+	(
+		set -e
+		build argo-ui "$v" "4 min" "$s" argo_ui
+	)
+	rc=$?
+	set -e
+	if ((rc == 0)); then
+		rm -f "$UI_UNAVAILABLE"
+	else
+		ui_unavailable "$v" "the build failed (exit $rc; log ${LOGS#"$ROOT/"}/build-argo-ui.log)"
+	fi
+}
+
+# reachable <git URL>: succeeds when git can list the repository; else prints why (git's
+# last line), within 30 s however the network drops the connection.
+reachable() {
+	local out rc=0
+	out=$(GIT_TERMINAL_PROMPT=0 timeout 30 git ls-remote "$1" HEAD 2>&1) || rc=$?
+	((rc == 0)) && return 0
+	if ((rc == 124)); then
+		echo "git ls-remote $1: no answer in 30 s"
+	else
+		out=$(grep -v '^[[:space:]]*$' <<<"$out" | tail -n 1)
+		echo "git ls-remote: ${out#fatal: }"
+	fi
+	return 1
+}
+
+# ui_unavailable <version> <reason...>: says in one line why Argo's web UI cannot be built
+# and what to do, keeps the line in $UI_UNAVAILABLE, and fails unless BPA_UI_OPTIONAL is set.
+ui_unavailable() {
+	local v=$1 line
+	shift
+	line="argo-ui $v: $*"
+	ui_state=unavailable
+	echo "$line" >"$UI_UNAVAILABLE"
+	echo "$line" >&2
+	[[ -n ${BPA_UI_OPTIONAL:-} ]] || exit 1
+	echo "argo-ui $v: going on without Argo's web UI (BPA_UI_OPTIONAL): argo server will serve its API and a page saying this" >&2
 }
 
 argo_ui() {
@@ -181,8 +254,9 @@ build_playwright() {
 build_argo_cli() {
 	local v s
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
-	[[ -f $STAMPS/argo-ui ]] || build_argo_ui
-	s="$v $(stamp_of argo) ui $(cat "$STAMPS/argo-ui")"
+	[[ -f $STAMPS/argo-ui || $ui_state == unavailable ]] || build_argo_ui
+	# "ui none": built without the UI (BPA_UI_OPTIONAL), so built again once the UI is.
+	s="$v $(stamp_of argo) ui $(cat "$STAMPS/argo-ui" 2>/dev/null || echo none)"
 	if up_to_date argo "$s" "$BIN/argo"; then echo "argo $v: up to date"; return; fi
 	build argo "$v" "1 min after workflow-controller" "$s" argo_cli "$v"
 }
@@ -191,7 +265,17 @@ argo_cli() { # <version>
 	local v=$1 work="$BIN/.work/argo"
 	argo_module_copy "$work"
 	mkdir -p "$work/argo-workflows/ui/dist"
-	cp -r "$BIN/argo-ui" "$work/argo-workflows/ui/dist/app"
+	if [[ -f $BIN/argo-ui/index.html ]]; then
+		cp -r "$BIN/argo-ui" "$work/argo-workflows/ui/dist/app"
+	else
+		# Where the UI would be, the line that says why it is not.
+		mkdir "$work/argo-workflows/ui/dist/app"
+		{
+			echo "<!doctype html><title>Argo's web UI was not built</title><p>Argo's web UI was not built with this argo:</p><pre>"
+			sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g' "$UI_UNAVAILABLE" 2>/dev/null || echo "bin/argo-ui is missing: run hack/build-tools.sh argo-ui"
+			echo "</pre>"
+		} >"$work/argo-workflows/ui/dist/app/index.html"
+	fi
 	# `argo server` listens on every interface; the rig and the demo run it with
 	# --auth-mode=server (the rig's admin rights for any caller): loopback only.
 	local server="$work/argo-workflows/server/apiserver/argoserver.go"
@@ -231,6 +315,13 @@ argo_crds() {
 
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright)
+# The UI's prerequisites first, when it will be built (argo builds it when it never was).
+for t in "${want[@]}"; do
+	if [[ $t == argo-ui || ($t == argo && ! -f $STAMPS/argo-ui) ]]; then
+		check_argo_ui
+		break
+	fi
+done
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;

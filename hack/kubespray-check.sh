@@ -41,7 +41,7 @@ YAML
 failed=0
 for cr in examples/provisioning-*.yaml; do
   name=$(basename "$cr" .yaml)
-  "$BPA" plan -f "$cr" --bmh "examples/bmh/$name.yaml" -o "$work/$name" >/dev/null
+  "$BPA" plan -f "$cr" --bmh "examples/bmh/$name.yaml" --output-dir "$work/$name" >/dev/null
   for op in "$work/$name"/[0-9][0-9]-*; do
     # The operation's own -e objects (playbook variables, connection settings) as planned.
     mapfile -t extra < <(python3 -c 'import json,sys

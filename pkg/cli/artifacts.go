@@ -4,28 +4,23 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
-	"github.com/akraino-edge-stack/bpa/pkg/describe"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
 func init() {
-	register(func() *cobra.Command {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		overrides := &clientcmd.ConfigOverrides{}
+	registerKube(kubeConfig, func(k *kubeFlags) *cobra.Command {
 		var server, caFile string
 		var plainHTTP bool
 		var tok tokenOptions
@@ -34,7 +29,7 @@ func init() {
 			if !strings.HasPrefix(server, "https://") && !(plainHTTP && strings.HasPrefix(server, "http://")) {
 				return nil, fmt.Errorf("--server %q: must be an https:// URL (http:// only with --plain-http, for a test bench)", server)
 			}
-			return artifactsClient(cmd.Context(), rules, overrides, server, caFile, tok)
+			return artifactsClient(cmd.Context(), k, server, caFile, tok)
 		}
 		cmd := &cobra.Command{
 			Use:   "artifacts",
@@ -54,13 +49,12 @@ func init() {
 		pf.StringVar(&server, "server", os.Getenv("BPA_ARTIFACTS_SERVER"), "the artifact server's URL (default $BPA_ARTIFACTS_SERVER)")
 		pf.BoolVar(&plainHTTP, "plain-http", false, "allow an http:// server (the token then crosses the network in clear)")
 		pf.StringVar(&caFile, "certificate-authority", os.Getenv("BPA_ARTIFACTS_CA"), "PEM CA that signed the server's certificate (default $BPA_ARTIFACTS_CA, else the system's)")
-		pf.StringVar(&rules.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-		pf.StringVar(&overrides.CurrentContext, "context", "", "kubeconfig context to use")
 		pf.StringVar(&tok.audience, "audience", artifacts.DefaultAudience, "the audience the server takes tokens for (its --token-audience)")
 		pf.StringVar(&tok.file, "token-file", os.Getenv("BPA_ARTIFACTS_TOKEN_FILE"), "file holding a token for --audience, read at each request (default $BPA_ARTIFACTS_TOKEN_FILE)")
 		pf.StringVar(&tok.serviceAccount, "service-account", "", "NAMESPACE/NAME of the ServiceAccount to request a token for, when the kubeconfig's user is not that ServiceAccount")
 
 		var path string
+		var pushOut *outputFormat
 		push := &cobra.Command{
 			Use:   "push FILE --path DOMAIN/PATH",
 			Short: "Upload a file, resumably: run the same command again after an interrupt and it goes on where the server stopped",
@@ -82,18 +76,26 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return printMeta(cmd, []artifacts.FileMeta{*m}, false)
+				return pushOut.print(cmd.OutOrStdout(), m, func(w io.Writer) error { return printMeta(w, []artifacts.FileMeta{*m}) })
 			},
 		}
 		push.Flags().StringVar(&path, "path", "", "where the file is served, under the original domain (e.g. dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubelet)")
 		_ = push.MarkFlagRequired("path")
+		pushOut = addOutputFlag(push, formatText, formatYAML, formatJSON)
 
 		var asJSON bool
+		var lsOut *outputFormat
 		ls := &cobra.Command{
 			Use:   "ls [PREFIX]",
-			Short: "List files (path, size, sha256, uploader, upload time)",
+			Short: "List files (path, size, sha256, uploader, upload time; -o yaml|json: the full metadata, with the URL, and spec.image for OS images)",
 			Args:  cobra.MaximumNArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if asJSON { // the deprecated alias
+					if cmd.Flags().Changed("output") && lsOut.value != formatJSON {
+						return fmt.Errorf("--json and -o %s disagree: give -o alone", lsOut.value)
+					}
+					lsOut.value = formatJSON
+				}
 				c, err := newClient(cmd)
 				if err != nil {
 					return err
@@ -102,10 +104,12 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return printMeta(cmd, l, asJSON)
+				return lsOut.print(cmd.OutOrStdout(), l, func(w io.Writer) error { return printMeta(w, l) })
 			},
 		}
-		ls.Flags().BoolVar(&asJSON, "json", false, "print the full metadata as JSON (with the URL, and spec.image for OS images)")
+		lsOut = addOutputFlag(ls, formatText, formatYAML, formatJSON)
+		ls.Flags().BoolVar(&asJSON, "json", false, "the same as -o json")
+		_ = ls.Flags().MarkDeprecated("json", "use -o json")
 
 		rm := &cobra.Command{
 			Use:   "rm PATH...",
@@ -179,7 +183,7 @@ func init() {
 					fmt.Fprintln(cmd.OutOrStdout(), "missing", m)
 				}
 				if len(missing) > 0 {
-					return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d artifacts missing", len(missing), len(files)+len(images))}
+					return refused(fmt.Errorf("%d of %d artifacts missing", len(missing), len(files)+len(images)))
 				}
 				return nil
 			},
@@ -198,8 +202,7 @@ func init() {
 // transport that trusts caFile, the artifact server's CA rather than the apiserver's. The
 // kubeconfig's credentials (any kind: token, certificate, exec plugin) only ever go to the
 // apiserver, to request that token.
-func artifactsClient(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides,
-	server, caFile string, tok tokenOptions) (*artifacts.Client, error) {
+func artifactsClient(ctx context.Context, k *kubeFlags, server, caFile string, tok tokenOptions) (*artifacts.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -215,7 +218,7 @@ func artifactsClient(ctx context.Context, rules *clientcmd.ClientConfigLoadingRu
 	var cfg *rest.Config
 	if tok.file == "" {
 		var err error
-		if cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig(); err != nil {
+		if cfg, err = k.restConfig(); err != nil {
 			return nil, err
 		}
 	}
@@ -250,20 +253,13 @@ func progressBar(cmd *cobra.Command, label string) func(done, total int64) {
 	}
 }
 
-func printMeta(cmd *cobra.Command, l []artifacts.FileMeta, asJSON bool) error {
-	out := cmd.OutOrStdout()
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(l)
+// printMeta is the text form of `bpa artifacts ls` and `push`. What the server lists was
+// named by uploaders (and by a server of any version): printTable escapes it, so no name
+// drives the terminal or reorders a line.
+func printMeta(w io.Writer, l []artifacts.FileMeta) error {
+	rows := make([][]string, len(l))
+	for i, m := range l {
+		rows[i] = []string{m.Path, artifacts.HumanBytes(m.Size), m.SHA256, m.UploadedBy, m.UploadedAt.Format("2006-01-02 15:04:05Z")}
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tSIZE\tSHA256\tUPLOADED BY\tUPLOADED AT")
-	for _, m := range l {
-		// What the server lists was named by uploaders (and by a server of any version):
-		// escaped as describe escapes, so no name drives the terminal or reorders a line.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", describe.Clean(m.Path), artifacts.HumanBytes(m.Size), describe.Clean(m.SHA256),
-			describe.Clean(m.UploadedBy), m.UploadedAt.Format("2006-01-02 15:04:05Z"))
-	}
-	return tw.Flush()
+	return printTable(w, []string{"PATH", "SIZE", "SHA256", "UPLOADED BY", "UPLOADED AT"}, rows)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -49,7 +50,6 @@ func TestArtifactsCommands(t *testing.T) {
 	require.NotEmpty(t, certs)
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	require.NoError(t, os.WriteFile(ca, r.CAData, 0o600))
-	t.Setenv("KUBECONFIG", r.Kubeconfig)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
@@ -60,7 +60,7 @@ func TestArtifactsCommands(t *testing.T) {
 	served := make(chan error, 1)
 	go func() {
 		root := NewRootCommand()
-		root.SetArgs([]string{"serve", "--listen", addr, "--dir", store,
+		root.SetArgs([]string{"serve", "--kubeconfig", r.Kubeconfig, "--listen", addr, "--dir", store,
 			"--tls-cert-file", certs[0], "--tls-private-key-file", strings.TrimSuffix(certs[0], ".crt") + ".key",
 			"--apt-signing-key", aptKey})
 		root.SetErr(&bytes.Buffer{})
@@ -118,6 +118,16 @@ func TestArtifactsCommands(t *testing.T) {
 	out, _, err = artifacts(ctx, "ls", "dl.k8s.io/")
 	require.NoError(t, err)
 	assert.Contains(t, out, path)
+	out, _, err = artifacts(ctx, "ls", "-o", "json", "dl.k8s.io/")
+	require.NoError(t, err)
+	var listed []struct {
+		Path   string `json:"path"`
+		SHA256 string `json:"sha256"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &listed), out)
+	require.Len(t, listed, 1)
+	assert.Equal(t, path, listed[0].Path)
+	assert.Equal(t, hex.EncodeToString(sum[:]), listed[0].SHA256)
 
 	list := filepath.Join(t.TempDir(), "files.list")
 	require.NoError(t, os.WriteFile(list, []byte("https://"+path+"\nhttps://dl.k8s.io/release/v1.32.5/bin/linux/amd64/kubeadm\n"), 0o600))
@@ -203,10 +213,8 @@ func tokenKubeconfig(t *testing.T, r *rig.Rig, token string) string {
 // Issue 26, item 7: `bpa artifacts ls` escapes control and bidi characters in what the
 // server lists (uploader-chosen names), as `bpa describe` does.
 func TestArtifactsListEscapes(t *testing.T) {
-	cmd := NewRootCommand()
 	var out bytes.Buffer
-	cmd.SetOut(&out)
-	require.NoError(t, printMeta(cmd, []artifacts.FileMeta{{Path: "dl.k8s.io/kube\u202edaeh\x1b]0;pwned\x07\u009b2J", UploadedBy: "evil\u2066x"}}, false))
+	require.NoError(t, printMeta(&out, []artifacts.FileMeta{{Path: "dl.k8s.io/kube\u202edaeh\x1b]0;pwned\x07\u009b2J", UploadedBy: "evil\u2066x"}}))
 	got := out.String()
 	assert.Contains(t, got, `dl.k8s.io/kube\u202edaeh\x1b]0;pwned\a\u009b2J`)
 	assert.Contains(t, got, `evil\u2066x`)

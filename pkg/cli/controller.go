@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -13,7 +14,7 @@ import (
 )
 
 func init() {
-	register(func() *cobra.Command {
+	registerKube(kubeNamespace, func(k *kubeFlags) *cobra.Command {
 		var opts controller.Options
 		var namespaces string
 		var qps float32
@@ -22,10 +23,18 @@ func init() {
 		cmd := &cobra.Command{
 			Use:   "controller",
 			Short: "Run the BPA controller (Provisioning, Software and Cluster reconcilers)",
-			Args:  cobra.NoArgs,
+			Long: "controller runs BPA's reconcilers against the cluster of the kubeconfig (--kubeconfig,\n" +
+				"--context; in a pod, its in-cluster config). It watches the namespaces of --namespaces, or\n" +
+				"the one of -n, or every namespace.",
+			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-				if namespaces != "" {
+				switch {
+				case k.given("namespace") && cmd.Flags().Changed("namespaces"):
+					return fmt.Errorf("-n %s and --namespaces %s both name the namespaces to watch: give one", k.overrides.Context.Namespace, namespaces)
+				case k.given("namespace"):
+					opts.Namespaces = []string{k.overrides.Context.Namespace}
+				case namespaces != "":
 					opts.Namespaces = strings.Split(namespaces, ",")
 				}
 				if opts.ApplyTemplates && len(opts.Namespaces) == 0 {
@@ -33,17 +42,19 @@ func init() {
 						opts.Namespaces = []string{ns}
 					}
 				}
-				cfg, err := ctrl.GetConfig()
+				cfg, err := k.restConfig()
 				if err != nil {
 					return err
 				}
-				// controller-runtime already turns client-side throttling off and leaves
-				// protection to the apiserver's priority and fairness; a limit here only
-				// queues a rack of CRs behind the client (measured in test/bench).
+				// restConfig already turns client-side throttling off and leaves protection
+				// to the apiserver's priority and fairness; a limit here only queues a rack
+				// of CRs behind the client (measured in test/bench).
 				if qps > 0 {
 					cfg.QPS, cfg.Burst = qps, burst
 				}
-				err = controller.Run(ctrl.SetupSignalHandler(), cfg, opts)
+				ctx, stop := signalContext(cmd)
+				defer stop()
+				err = controller.Run(ctx, cfg, opts)
 				if controller.IsRestart(err) {
 					// Not a failure: the Deployment starts the controller again, now
 					// watching Workflows, or no longer.
@@ -54,7 +65,7 @@ func init() {
 			},
 		}
 		f := cmd.Flags()
-		f.StringVar(&namespaces, "namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to watch (default: all; the WorkflowTemplates are applied into each)")
+		f.StringVar(&namespaces, "namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to watch (default: the one of -n, else $WATCH_NAMESPACES, else all; the WorkflowTemplates are applied into each)")
 		f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "metrics listen address; 0 disables")
 		f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health and readiness probe listen address; 0 disables")
 		f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active replica")
@@ -65,10 +76,9 @@ func init() {
 		f.Float32Var(&qps, "kube-api-qps", 0, "client-side limit of queries per second to the apiserver; 0 means none")
 		f.IntVar(&burst, "kube-api-burst", 0, "burst allowed with --kube-api-qps")
 		f.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8, "CRs of each kind reconciled at once (each waits mostly on the apiserver)")
-		fs := cmd.Flags()
-		goFlags := newGoFlagSet()
+		goFlags := flag.NewFlagSet("bpa", flag.ContinueOnError)
 		zapOpts.BindFlags(goFlags)
-		fs.AddGoFlagSet(goFlags)
+		f.AddGoFlagSet(goFlags)
 		return cmd
 	})
 }

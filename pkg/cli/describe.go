@@ -6,43 +6,33 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/describe"
 )
 
 func init() {
-	register(func() *cobra.Command {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		overrides := &clientcmd.ConfigOverrides{}
+	registerKube(kubeNamespace, func(k *kubeFlags) *cobra.Command {
 		var history int
+		var out *outputFormat
 		cmd := &cobra.Command{
-			Use:   "describe provisioning|software|cluster NAME",
+			Use:   "describe provisioning|software|cluster NAME [-o text|yaml|json]",
 			Short: "Show one CR as a tree: conditions, Workflows and their steps, hosts, published objects",
 			Long: "describe reads one Provisioning, Software or Cluster through the current kubeconfig and\n" +
 				"prints its conditions, its current Workflow step by step (with the per-host nodes of a\n" +
 				"Software run), its earlier Workflows, its hosts, and whether the cluster's kubeconfig\n" +
 				"Secret and address ConfigMap exist (never their contents). A Cluster shows its\n" +
 				"Provisioning and Software beneath it. Output is coloured on a terminal unless NO_COLOR\n" +
-				"is set.",
+				"is set. -o yaml or json prints the same objects as a v1 List instead: the CR, its\n" +
+				"Workflows (the current one and --history earlier ones), the published objects'\n" +
+				"metadata only, and a Cluster's Provisioning and Software with theirs.",
 			Args: cobra.ExactArgs(2),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				kind, err := describe.ParseKind(args[0])
 				if err != nil {
 					return err
 				}
-				cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-				cfg, err := cc.ClientConfig()
-				if err != nil {
-					return err
-				}
-				ns, _, err := cc.Namespace()
-				if err != nil {
-					return err
-				}
-				c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+				c, ns, err := k.client()
 				if err != nil {
 					return err
 				}
@@ -50,15 +40,19 @@ func init() {
 				if err != nil {
 					return err
 				}
-				out := cmd.OutOrStdout()
-				return describe.Render(out, t, describe.Options{Now: time.Now(), Color: colorOK(out), History: history})
+				w := cmd.OutOrStdout()
+				if out.value == formatText {
+					return describe.Render(w, t, describe.Options{Now: time.Now(), Color: colorOK(w), History: history})
+				}
+				list, err := t.List(controller.Scheme(), history, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				return out.printData(w, list)
 			},
 		}
-		f := cmd.Flags()
-		f.StringVar(&rules.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-		f.StringVar(&overrides.CurrentContext, "context", "", "kubeconfig context to use")
-		f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "namespace of the CR (default: the context's)")
-		f.IntVar(&history, "history", 3, "earlier Workflows to list besides the current one")
+		cmd.Flags().IntVar(&history, "history", 3, "earlier Workflows to list besides the current one")
+		out = addOutputFlag(cmd, formatText, formatYAML, formatJSON)
 		return cmd
 	})
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -21,26 +22,47 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var hf hostsFlags
+		var out *outputFormat
 		cmd := &cobra.Command{
-			Use:   "hosts -f CR.yaml --bmh HOSTS.yaml [--leases FILE [--format isc|dnsmasq]] [--now RFC3339]",
-			Short: "Print the hosts BPA would choose for a Provisioning, with their IPs, as JSON",
+			Use:   "hosts -f CR.yaml --bmh HOSTS.yaml [--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o text|yaml|json]",
+			Short: "Print the hosts BPA would choose for a Provisioning, with their IPs",
 			Long: "hosts matches the nodes of the Provisioning in CR.yaml to the BareMetalHosts in HOSTS.yaml\n" +
 				"(a BareMetalHostList, a List, or multi-document YAML) exactly as discover-hosts does, then\n" +
 				"resolves their IPs as resolve-leases does: from the leases file if given, else from the\n" +
-				"hosts' NICs. It prints {\"name\",\"roles\",\"mac\",\"bareMetalHost\",\"ip\"} per node, sorted by\n" +
-				"name, and exits 1 when no valid assignment exists or a MAC has no current lease.",
+				"hosts' NICs. It prints one node a line, sorted by name (-o yaml or json: the list of\n" +
+				"{\"name\",\"roles\",\"etcd\",\"mac\",\"bareMetalHost\",\"ip\"} that discover-hosts hands on),\n" +
+				"and exits 1 when no valid assignment exists or a MAC has no current lease.",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				_, hosts, err := hf.resolve(cmd)
 				if err != nil {
 					return err
 				}
-				return printJSON(cmd.OutOrStdout(), hosts)
+				return out.print(cmd.OutOrStdout(), hosts, func(w io.Writer) error { return printHosts(w, hosts) })
 			},
 		}
 		hf.register(cmd)
+		out = addOutputFlag(cmd, formatText, formatYAML, formatJSON)
 		return cmd
 	})
+}
+
+// printHosts is the text form of `bpa hosts`: one node a line, a node the run removes
+// marked as describe marks it.
+func printHosts(w io.Writer, hosts []bpav1.HostStatus) error {
+	rows := make([][]string, len(hosts))
+	for i, h := range hosts {
+		roles := strings.Join(h.Roles, ",")
+		if h.Removing {
+			roles += " (removing)"
+		}
+		etcd := ""
+		if h.Etcd {
+			etcd = "yes"
+		}
+		rows[i] = []string{h.Name, roles, etcd, h.IP, h.MAC, h.BareMetalHost}
+	}
+	return printTable(w, []string{"NAME", "ROLES", "ETCD", "IP", "MAC", "BAREMETALHOST"}, rows)
 }
 
 // hostsFlags are the inputs `bpa hosts` and `bpa inventory` share.
@@ -58,8 +80,8 @@ func (h *hostsFlags) register(cmd *cobra.Command) {
 	_ = cmd.MarkFlagRequired("bmh")
 }
 
-// resolve reads the inputs, matches and resolves. Every failure is an *ExitError with
-// exit code 1 and a message that names the file, node, host or MAC at fault.
+// resolve reads the inputs, matches and resolves. A refusal (exit status 1) names the file,
+// node, host or MAC at fault.
 func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.HostStatus, error) {
 	p, err := readProvisioning(cmd.Context(), cmd, h.crFile)
 	if err != nil {
@@ -67,7 +89,7 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 	}
 	bmhs, err := hostmatch.ReadBareMetalHostsFile(h.bmhFile)
 	if err != nil {
-		return nil, nil, &ExitError{Code: 1, Err: err}
+		return nil, nil, judged(err)
 	}
 	hosts, err := h.match(cmd, p, bmhs, h.bmhFile)
 	return p, hosts, err
@@ -78,13 +100,13 @@ func (h *hostsFlags) resolve(cmd *cobra.Command) (*bpav1.Provisioning, []bpav1.H
 // were applied with: their BareMetalHost may be gone, and kubespray reaches them there.
 // bmhSource names where bmhs came from, for errors.
 func (h *hostsFlags) match(cmd *cobra.Command, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource string) ([]bpav1.HostStatus, error) {
-	fail := func(err error) ([]bpav1.HostStatus, error) { return nil, &ExitError{Code: 1, Err: err} }
+	fail := func(err error) ([]bpav1.HostStatus, error) { return nil, refused(err) }
 	if h.leasesFile == "" && cmd.Flags().Changed("format") {
-		return fail(fmt.Errorf("--format applies to a --leases file"))
+		return nil, fmt.Errorf("--format applies to a --leases file")
 	}
 	format, now, err := h.lf.parse()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	cluster, err := translator.ClusterOf(p)
 	if err != nil {
@@ -98,7 +120,7 @@ func (h *hostsFlags) match(cmd *cobra.Command, p *bpav1.Provisioning, bmhs []met
 	if h.leasesFile != "" {
 		m, err := leases.ParseFile(h.leasesFile, format, now)
 		if err != nil {
-			return fail(err)
+			return nil, judged(err)
 		}
 		lookup = leases.InMap(m)
 	} else {
@@ -123,7 +145,7 @@ func (h *hostsFlags) match(cmd *cobra.Command, p *bpav1.Provisioning, bmhs []met
 func readProvisioning(ctx context.Context, cmd *cobra.Command, file string) (*bpav1.Provisioning, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, &ExitError{Code: 1, Err: err}
+		return nil, err
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -133,7 +155,7 @@ func readProvisioning(ctx context.Context, cmd *cobra.Command, file string) (*bp
 		for _, p := range problems {
 			fmt.Fprintln(cmd.ErrOrStderr(), p)
 		}
-		return nil, &ExitError{Code: 1, Err: fmt.Errorf("%d problem(s) in %s", len(problems), file)}
+		return nil, refused(fmt.Errorf("%d problem(s) in %s", len(problems), file))
 	}
 	var found []*bpav1.Provisioning
 	var names []string
@@ -147,7 +169,7 @@ func readProvisioning(ctx context.Context, cmd *cobra.Command, file string) (*bp
 	case 1:
 		return found[0], nil
 	case 0:
-		return nil, &ExitError{Code: 1, Err: fmt.Errorf("%s: no Provisioning found", file)}
+		return nil, refused(fmt.Errorf("%s: no Provisioning found", file))
 	}
-	return nil, &ExitError{Code: 1, Err: fmt.Errorf("%s holds %d Provisionings (%s); give a file with one", file, len(found), strings.Join(names, ", "))}
+	return nil, refused(fmt.Errorf("%s holds %d Provisionings (%s); give a file with one", file, len(found), strings.Join(names, ", ")))
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,13 +34,25 @@ func bpa(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	return out.String(), errOut.String(), err
 }
 
-// requireExit1 checks a clean failure: exit code 1 and a message containing want.
+// requireExit1 checks a refusal: exit status 1 and a message containing want.
 func requireExit1(t *testing.T, err error, want string) {
 	t.Helper()
-	var exit *ExitError
-	require.True(t, errors.As(err, &exit), "want an *ExitError, got %v", err)
-	assert.Equal(t, 1, exit.Code)
-	assert.Contains(t, err.Error(), want)
+	requireExit(t, err, exitRefused, want)
+}
+
+// requireExit2 checks a failure that is no refusal (a bad flag, a missing file): exit
+// status 2 and a message containing want.
+func requireExit2(t *testing.T, err error, want string) {
+	t.Helper()
+	requireExit(t, err, exitFailed, want)
+}
+
+func requireExit(t *testing.T, err error, code int, want string) {
+	t.Helper()
+	require.Error(t, err)
+	var stderr bytes.Buffer
+	assert.Equal(t, code, report(&stderr, err), "exit status of %v", err)
+	assert.Contains(t, stderr.String(), want)
 }
 
 func hostsJSON(t *testing.T, out string) []bpav1.HostStatus {
@@ -54,7 +65,7 @@ func hostsJSON(t *testing.T, out string) []bpav1.HostStatus {
 // TestHostsICNE2E: the shape of ICN's e2e run: a master by a MAC whose NIC records no
 // address, its IP in an isc-dhcp file whose leases have long ended.
 func TestHostsICNE2E(t *testing.T) {
-	args := []string{"hosts", "-f", hostsTestdata + "lease-provisioning.yaml", "--bmh", inspectedHost}
+	args := []string{"hosts", "-o", "json", "-f", hostsTestdata + "lease-provisioning.yaml", "--bmh", inspectedHost}
 	out, _, err := bpa(t, append(args, "--leases", expiredLeases, "--now", leaseTime)...)
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"name": "edge-m1", "roles": ["master", "worker"], "etcd": true, "mac": "52:54:0a:40:00:01",
@@ -87,7 +98,7 @@ func TestHostsICNSampleWithMissingLeases(t *testing.T) {
 }
 
 func TestHostsTrickyLeases(t *testing.T) {
-	out, _, err := bpa(t, "hosts", "-f", hostsTestdata+"tricky-provisioning.yaml", "--bmh", hostsTestdata+"tricky-hosts.yaml",
+	out, _, err := bpa(t, "hosts", "-o", "json", "-f", hostsTestdata+"tricky-provisioning.yaml", "--bmh", hostsTestdata+"tricky-hosts.yaml",
 		"--leases", trickyLeases, "--format", "isc", "--now", "2019-08-08T22:30:00Z")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
@@ -106,7 +117,7 @@ func TestHostsTrickyLeases(t *testing.T) {
 func TestHostsExamples(t *testing.T) {
 	for _, name := range []string{"provisioning-by-mac", "provisioning-by-resources", "provisioning-mac-and-resources", "provisioning-kud-plugins"} {
 		t.Run(name, func(t *testing.T) {
-			args := []string{"hosts", "-f", examples + name + ".yaml", "--bmh", examples + "bmh/" + name + ".yaml"}
+			args := []string{"hosts", "-o", "json", "-f", examples + name + ".yaml", "--bmh", examples + "bmh/" + name + ".yaml"}
 			fromNICs, _, err := bpa(t, args...)
 			require.NoError(t, err)
 			for _, l := range [][]string{{"--leases", examples + "leases/dhcpd.leases"}, {"--leases", examples + "leases/dnsmasq.leases", "--format", "dnsmasq"}} {
@@ -124,7 +135,7 @@ func TestHostsExamples(t *testing.T) {
 // TestHostsFirstFitTrap: the by-resources example lists its biggest host first; first-fit
 // would give it to the master and leave worker-2 (SR-IOV and QAT) without a host.
 func TestHostsFirstFitTrap(t *testing.T) {
-	out, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-resources.yaml", "--bmh", examples+"bmh/provisioning-by-resources.yaml")
+	out, _, err := bpa(t, "hosts", "-o", "json", "-f", examples+"provisioning-by-resources.yaml", "--bmh", examples+"bmh/provisioning-by-resources.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, `[
   {
@@ -160,7 +171,7 @@ func TestHostsFirstFitTrap(t *testing.T) {
 }
 
 func TestHostsErrorStateHosts(t *testing.T) {
-	out, _, err := bpa(t, "hosts", "-f", examples+"provisioning-by-resources.yaml", "--bmh", hostsTestdata+"error-hosts.yaml")
+	out, _, err := bpa(t, "hosts", "-o", "json", "-f", examples+"provisioning-by-resources.yaml", "--bmh", hostsTestdata+"error-hosts.yaml")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
 		{"name": "master-1", "roles": ["master"], "mac": "52:54:00:00:10:07", "bareMetalHost": "small", "ip": "10.0.0.7", "etcd": true},
@@ -177,23 +188,26 @@ func TestHostsErrorStateHosts(t *testing.T) {
 
 func TestHostsInputErrors(t *testing.T) {
 	byMac := []string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", examples + "bmh/provisioning-by-mac.yaml"}
+	// Exit status 1: the input was read and refused; 2: the verb could not judge it.
 	for name, tc := range map[string]struct {
 		args []string
+		code int
 		want string
 	}{
-		"format without leases": {append(byMac, "--format", "dnsmasq"), "--format applies to a --leases file"},
-		"bad now":               {append(byMac, "--leases", trickyLeases, "--now", "yesterday"), `--now "yesterday": want an RFC 3339 time`},
-		"bad format":            {append(byMac, "--leases", trickyLeases, "--format", "csv"), `--format: unknown leases format "csv"`},
-		"wrong format":          {append(byMac, "--leases", trickyLeases, "--format", "dnsmasq"), trickyLeases + ": line 1: want"},
-		"no CR file":            {[]string{"hosts", "-f", "nope.yaml", "--bmh", "x"}, "open nope.yaml"},
-		"no Provisioning":       {[]string{"hosts", "-f", hostsTestdata + "tricky-hosts.yaml", "--bmh", "x"}, hostsTestdata + "tricky-hosts.yaml: no Provisioning found"},
-		"two Provisionings":     {[]string{"hosts", "-f", hostsTestdata + "two-provisionings.yaml", "--bmh", "x"}, "holds 2 Provisionings (one, two); give a file with one"},
-		"no BMH file":           {[]string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", "nope.yaml"}, "open nope.yaml"},
-		"BMH file of CRs":       {[]string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", examples + "provisioning-by-mac.yaml"}, "no BareMetalHost found"},
+		"format without leases": {append(byMac, "--format", "dnsmasq"), exitFailed, "--format applies to a --leases file"},
+		"bad now":               {append(byMac, "--leases", trickyLeases, "--now", "yesterday"), exitFailed, `--now "yesterday": want an RFC 3339 time`},
+		"bad format":            {append(byMac, "--leases", trickyLeases, "--format", "csv"), exitFailed, `--format: unknown leases format "csv"`},
+		"bad output":            {append(byMac, "-o", "wide"), exitFailed, `invalid argument "wide" for "-o, --output" flag: want text, yaml, json`},
+		"wrong format":          {append(byMac, "--leases", trickyLeases, "--format", "dnsmasq"), exitRefused, trickyLeases + ": line 1: want"},
+		"no CR file":            {[]string{"hosts", "-f", "nope.yaml", "--bmh", "x"}, exitFailed, "open nope.yaml"},
+		"no Provisioning":       {[]string{"hosts", "-f", hostsTestdata + "tricky-hosts.yaml", "--bmh", "x"}, exitRefused, hostsTestdata + "tricky-hosts.yaml: no Provisioning found"},
+		"two Provisionings":     {[]string{"hosts", "-f", hostsTestdata + "two-provisionings.yaml", "--bmh", "x"}, exitRefused, "holds 2 Provisionings (one, two); give a file with one"},
+		"no BMH file":           {[]string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", "nope.yaml"}, exitFailed, "open nope.yaml"},
+		"BMH file of CRs":       {[]string{"hosts", "-f", examples + "provisioning-by-mac.yaml", "--bmh", examples + "provisioning-by-mac.yaml"}, exitRefused, "no BareMetalHost found"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := bpa(t, tc.args...)
-			requireExit1(t, err, tc.want)
+			requireExit(t, err, tc.code, tc.want)
 		})
 	}
 	// Required flags are cobra's errors.

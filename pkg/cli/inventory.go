@@ -33,7 +33,7 @@ func init() {
 				}
 				ini, warnings, err := inventory.Render(hosts, opts)
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return refused(err)
 				}
 				for _, w := range warnings {
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
@@ -54,6 +54,11 @@ func init() {
 // a ConfigMap cannot be read offline: the built-in one is used, with a warning.
 func inventoryOptions(cmd *cobra.Command, p *bpav1.Provisioning, flavor, templateFile string) (inventory.Options, error) {
 	opts := inventory.Options{Flavor: bpav1.InventoryFlavor(flavor)}
+	if flavor != "" {
+		if _, err := inventory.DefaultTemplate(opts.Flavor); err != nil {
+			return opts, fmt.Errorf("--flavor: %w", err)
+		}
+	}
 	inv := p.Spec.Inventory
 	if opts.Flavor == "" && inv != nil {
 		opts.Flavor = inv.Flavor
@@ -61,7 +66,7 @@ func inventoryOptions(cmd *cobra.Command, p *bpav1.Provisioning, flavor, templat
 	if templateFile != "" {
 		text, err := os.ReadFile(templateFile)
 		if err != nil {
-			return opts, &ExitError{Code: 1, Err: err}
+			return opts, err
 		}
 		opts.Template, opts.TemplateName = string(text), templateFile
 	} else if inv != nil && inv.TemplateConfigMapRef != nil {

@@ -66,9 +66,9 @@ func TestInventoryTemplates(t *testing.T) {
 	assert.Contains(t, stderr, "warning: Provisioning sample-kud-plugins renders with the template in ConfigMap my-inventory; this uses the built-in one")
 
 	_, _, err = bpa(t, "inventory", "-f", examples+"provisioning-kud-plugins.yaml", "--bmh", examples+"bmh/provisioning-kud-plugins.yaml", "--flavor", "ansible")
-	requireExit1(t, err, `unknown inventory flavor "ansible"`)
+	requireExit2(t, err, `--flavor: unknown inventory flavor "ansible"`)
 	_, _, err = bpa(t, "inventory", "-f", examples+"provisioning-kud-plugins.yaml", "--bmh", examples+"bmh/provisioning-kud-plugins.yaml", "--template", "nope.tmpl")
-	requireExit1(t, err, "open nope.tmpl")
+	requireExit2(t, err, "open nope.tmpl")
 }
 
 func TestInventoryFailsLikeHosts(t *testing.T) {

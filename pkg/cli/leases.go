@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -15,30 +14,47 @@ func init() {
 	register(func() *cobra.Command {
 		var file string
 		var lf leaseFlags
+		var out *outputFormat
 		cmd := &cobra.Command{
-			Use:   "leases -f FILE [--format isc|dnsmasq] [--now RFC3339]",
-			Short: "Print the current DHCP leases of a dhcpd or dnsmasq leases file as JSON",
+			Use:   "leases -f FILE [--format isc|dnsmasq] [--now RFC3339] [-o text|yaml|json]",
+			Short: "Print the current DHCP leases of a dhcpd or dnsmasq leases file",
 			Long: "leases reads an ISC dhcpd.leases or a dnsmasq leases file the way resolve-leases does and\n" +
-				"prints one {\"mac\",\"ip\",\"hostname\",\"expires\"} object per MAC with a lease current at --now,\n" +
-				"sorted by MAC (lower case). expires is null for leases that never end.",
+				"prints one lease a line per MAC with a lease current at --now, sorted by MAC (lower case);\n" +
+				"-o yaml or json prints them as {\"mac\",\"ip\",\"hostname\",\"expires\"} objects, expires\n" +
+				"null for leases that never end. It exits 1 when the file is not in the format.",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				f, now, err := lf.parse()
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return err
 				}
 				m, err := leases.ParseFile(file, f, now)
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return judged(err)
 				}
-				return printJSON(cmd.OutOrStdout(), leases.Sorted(m))
+				l := leases.Sorted(m)
+				return out.print(cmd.OutOrStdout(), l, func(w io.Writer) error { return printLeases(w, l) })
 			},
 		}
 		cmd.Flags().StringVarP(&file, "file", "f", "", "leases file")
 		_ = cmd.MarkFlagRequired("file")
 		lf.register(cmd, "isc")
+		out = addOutputFlag(cmd, formatText, formatYAML, formatJSON)
 		return cmd
 	})
+}
+
+// printLeases is the text form of `bpa leases`.
+func printLeases(w io.Writer, l []leases.Lease) error {
+	rows := make([][]string, len(l))
+	for i, lease := range l {
+		expires := "never"
+		if lease.Expires != nil {
+			expires = lease.Expires.UTC().Format(time.RFC3339)
+		}
+		rows[i] = []string{lease.MAC, lease.IP, lease.Hostname, expires}
+	}
+	return printTable(w, []string{"MAC", "IP", "HOSTNAME", "EXPIRES"}, rows)
 }
 
 // leaseFlags are --format and --now, shared by leases, hosts and inventory.
@@ -65,14 +81,4 @@ func (l *leaseFlags) parse() (leases.Format, time.Time, error) {
 		return "", now, fmt.Errorf("--format: %w", err)
 	}
 	return f, now, nil
-}
-
-// printJSON writes v as indented JSON with a final newline.
-func printJSON(w io.Writer, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(data, '\n'))
-	return err
 }

@@ -11,7 +11,7 @@ import (
 // TestLeasesICN: an isc-dhcp file as ICN's e2e run left it (header, byte-order entry, one
 // block per lease), read while its leases ran and after they ended.
 func TestLeasesICN(t *testing.T) {
-	out, _, err := bpa(t, "leases", "-f", expiredLeases, "--now", leaseTime)
+	out, _, err := bpa(t, "leases", "-o", "json", "-f", expiredLeases, "--now", leaseTime)
 	require.NoError(t, err)
 	assert.Equal(t, `[
   {
@@ -36,7 +36,7 @@ func TestLeasesICN(t *testing.T) {
 `, out)
 
 	// The leases ended in 2021: today there are none, and that is not an error.
-	out, _, err = bpa(t, "leases", "-f", expiredLeases)
+	out, _, err = bpa(t, "leases", "-o", "json", "-f", expiredLeases)
 	require.NoError(t, err)
 	assert.Equal(t, "[]\n", out)
 }
@@ -44,7 +44,7 @@ func TestLeasesICN(t *testing.T) {
 // TestLeasesTricky: superseded, freed, expired, abandoned, reused and `ends never` leases,
 // IPv6 blocks, tabs and upper-case MACs, as the verb prints them.
 func TestLeasesTricky(t *testing.T) {
-	out, _, err := bpa(t, "leases", "-f", trickyLeases, "--format", "ISC", "--now", "2019-08-08T22:30:00+00:00")
+	out, _, err := bpa(t, "leases", "-o", "json", "-f", trickyLeases, "--format", "ISC", "--now", "2019-08-08T22:30:00+00:00")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
 		{"mac": "52:54:00:00:00:01", "ip": "10.0.0.11", "hostname": "superseded", "expires": null},
@@ -54,7 +54,7 @@ func TestLeasesTricky(t *testing.T) {
 		{"mac": "52:54:00:00:00:0c", "ip": "10.0.0.120", "hostname": "", "expires": null},
 		{"mac": "52:54:00:ab:cd:07", "ip": "10.0.0.70", "hostname": "tab\"bed", "expires": "2019-08-09T22:00:00Z"}]`, out)
 
-	out, _, err = bpa(t, "leases", "-f", "../leases/testdata/tricky.dnsmasq", "--format", "dnsmasq", "--now", "2019-08-08T23:00:00Z")
+	out, _, err = bpa(t, "leases", "-o", "json", "-f", "../leases/testdata/tricky.dnsmasq", "--format", "dnsmasq", "--now", "2019-08-08T23:00:00Z")
 	require.NoError(t, err)
 	var got []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
@@ -68,17 +68,18 @@ func TestLeasesTricky(t *testing.T) {
 func TestLeasesErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args []string
+		code int
 		want string
 	}{
-		"missing file": {[]string{"leases", "-f", "nope.leases"}, "open nope.leases"},
-		"bad now":      {[]string{"leases", "-f", trickyLeases, "--now", "2019-08-08"}, `--now "2019-08-08": want an RFC 3339 time`},
-		"bad format":   {[]string{"leases", "-f", trickyLeases, "--format", "json"}, `--format: unknown leases format "json": want isc or dnsmasq`},
-		"not ISC":      {[]string{"leases", "-f", "../leases/testdata/tricky.dnsmasq"}, "tricky.dnsmasq: line 9: file ends inside the statement begun at line 1 (no ';'): is this a dhcpd.leases file?"},
-		"not dnsmasq":  {[]string{"leases", "-f", trickyLeases, "--format", "dnsmasq"}, "tricky.leases: line 1: want `<expiry> <mac> <ip> <hostname> <client-id>`"},
+		"missing file": {[]string{"leases", "-f", "nope.leases"}, exitFailed, "open nope.leases"},
+		"bad now":      {[]string{"leases", "-f", trickyLeases, "--now", "2019-08-08"}, exitFailed, `--now "2019-08-08": want an RFC 3339 time`},
+		"bad format":   {[]string{"leases", "-f", trickyLeases, "--format", "json"}, exitFailed, `--format: unknown leases format "json": want isc or dnsmasq`},
+		"not ISC":      {[]string{"leases", "-f", "../leases/testdata/tricky.dnsmasq"}, exitRefused, "tricky.dnsmasq: line 9: file ends inside the statement begun at line 1 (no ';'): is this a dhcpd.leases file?"},
+		"not dnsmasq":  {[]string{"leases", "-f", trickyLeases, "--format", "dnsmasq"}, exitRefused, "tricky.leases: line 1: want `<expiry> <mac> <ip> <hostname> <client-id>`"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := bpa(t, tc.args...)
-			requireExit1(t, err, tc.want)
+			requireExit(t, err, tc.code, tc.want)
 		})
 	}
 }

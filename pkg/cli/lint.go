@@ -65,7 +65,7 @@ func init() {
 					problems = append(problems, fmt.Sprintf("--applied %s: describes one cluster, but %d Provisionings were linted", appliedFile, l.provisionings))
 				}
 				for _, p := range problems {
-					fmt.Fprintln(cmd.OutOrStdout(), p)
+					fmt.Fprintln(cmd.ErrOrStderr(), p)
 				}
 				if len(problems) > 0 {
 					return &ExitError{Code: 1}

@@ -14,12 +14,10 @@ import (
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
@@ -31,14 +29,13 @@ import (
 )
 
 func init() {
-	register(func() *cobra.Command {
+	registerKube(kubeNamespace, func(k *kubeFlags) *cobra.Command {
 		var hf hostsFlags
 		var outDir, appliedFile, live, policyFile string
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		overrides := &clientcmd.ConfigOverrides{}
+		out := &planOutput{outputFormat: outputFormat{value: formatText, allowed: []string{formatText, formatYAML, formatJSON}}}
 		cmd := &cobra.Command{
 			Use: "plan (-f CR.yaml --bmh HOSTS.yaml [--applied STATUS.yaml] | --live NAME [-n NS] [--bmh HOSTS.yaml]) " +
-				"[--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o DIR]",
+				"[--leases FILE [--format isc|dnsmasq]] [--now RFC3339] [-o text|yaml|json | --output-dir DIR]",
 			Short: "Print what a Provisioning's next run would do: each step, and each playbook with its argv, inventory and vars",
 			Long: "plan computes the change from the cluster as it is (status.applied) to the spec, as the controller\n" +
 				"does (a first creation when nothing is applied yet), and prints it step by step, each step a task\n" +
@@ -53,15 +50,24 @@ func init() {
 				"--applied names the cluster as it is: a whole Provisioning (`kubectl get provisioning NAME -o\n" +
 				"yaml`), a document with its `status:`, a status with `applied:`, or just the applied object\n" +
 				"(hosts, kubesprayVersion, kubernetesVersion, settings). Without it, the status of CR.yaml is used.\n\n" +
-				"--live NAME reads the Provisioning (spec, annotations and status) through the current kubeconfig\n" +
+				"--live NAME reads the Provisioning (spec, annotations and status) through the kubeconfig\n" +
+				"(--kubeconfig, --context, -n)\n" +
 				"instead, and its BareMetalHosts (spec.bareMetalHostNamespace, else its namespace) unless --bmh\n" +
 				"names a file. IPs come from the hosts' NICs or --leases, not from the lease file on a node.\n\n" +
-				"-o DIR writes DIR/01-<playbook>/{argv.json,hosts.ini,vars.yaml,operation.json} and so on,\n" +
+				"-o yaml or json prints the plan as one document: plan.json's fields, each operation with its\n" +
+				"argv, hosts.ini and vars.yaml.\n\n" +
+				"--output-dir DIR writes DIR/01-<playbook>/{argv.json,hosts.ini,vars.yaml,operation.json} and so on,\n" +
 				"numbered across the whole plan in operation order, and DIR/plan.json, to run real kubespray\n" +
 				"with (the argv's paths are the step's: -i /tmp/bpa/in/hosts.ini, or the inventory without the\n" +
 				"removed nodes under /tmp/bpa/run/, and -e @/tmp/bpa/in/extra-vars.yaml).",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := out.resolveDir(cmd, &outDir); err != nil {
+					return err
+				}
+				if live == "" && (k.given("kubeconfig") || k.given("context") || k.given("namespace")) {
+					return fmt.Errorf("--kubeconfig, --context and -n apply to --live NAME: without it plan reads files only")
+				}
 				var p *bpav1.Provisioning
 				var bmhs []metal3v1.BareMetalHost
 				var err error
@@ -69,22 +75,22 @@ func init() {
 				pol, known := policy.Default(), policyFile != ""
 				if known {
 					if pol, err = readPolicy(policyFile); err != nil {
-						return &ExitError{Code: 1, Err: err}
+						return judged(err)
 					}
 				}
 				switch {
 				case live != "" && (hf.crFile != "" || appliedFile != ""):
-					return &ExitError{Code: 1, Err: fmt.Errorf("--live reads the CR and its status from the cluster: give neither -f nor --applied")}
+					return fmt.Errorf("--live reads the CR and its status from the cluster: give neither -f nor --applied")
 				case live != "":
 					var livePol *policy.Policy
-					p, bmhs, source, livePol, err = readLive(cmd.Context(), clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), live, hf.bmhFile)
+					p, bmhs, source, livePol, err = readLive(cmd.Context(), k, live, hf.bmhFile)
 					if livePol != nil && policyFile == "" {
 						pol, known = *livePol, true
 					} else if err == nil && policyFile == "" {
 						fmt.Fprintf(cmd.ErrOrStderr(), "bpa plan: BPAPolicy %s is not readable with your credentials: the plan shows no artifact-server CA (give --policy FILE)\n", bpav1.PolicyName)
 					}
 				case hf.crFile == "" || hf.bmhFile == "":
-					return &ExitError{Code: 1, Err: fmt.Errorf("give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")}
+					return fmt.Errorf("give -f CR.yaml and --bmh HOSTS.yaml, or --live NAME")
 				default:
 					// Judged by the site's policy when given, as lint --policy judges it: the
 					// plan of a CR the site refuses (an artifact server it does not list,
@@ -98,30 +104,31 @@ func init() {
 					}
 					if p, err = readProvisioning(ctx, cmd, hf.crFile); err == nil {
 						bmhs, err = hostmatch.ReadBareMetalHostsFile(hf.bmhFile)
+						err = judged(err)
 					}
 				}
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return err
 				}
 				if live != "" && known {
 					// The apiserver admitted the CR under the policy of that day; the
 					// controller judges its next run by today's, and so does the plan.
 					if errs := pol.CheckProvisioning(p); len(errs) > 0 {
-						return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s is refused by %s and nothing would run: %w", p.Name, pol.Source, errs.ToAggregate())}
+						return refused(fmt.Errorf("Provisioning %s is refused by %s and nothing would run: %w", p.Name, pol.Source, errs.ToAggregate()))
 					}
 				}
 				if appliedFile != "" {
 					st, err := readApplied(appliedFile)
 					if err != nil {
-						return &ExitError{Code: 1, Err: err}
+						return judged(err)
 					}
 					p.Status.Applied, p.Status.LastHandledRerun = st.Applied, st.LastHandledRerun
 				}
 				ca, err := pol.ArtifactsCA(p)
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return refused(err)
 				}
-				return runPlan(cmd, &hf, p, bmhs, source, outDir, ca != "")
+				return runPlan(cmd, &hf, p, bmhs, source, outDir, ca != "", out)
 			},
 		}
 		hf.register(cmd)
@@ -130,28 +137,18 @@ func init() {
 			delete(f.Lookup(name).Annotations, cobra.BashCompOneRequiredFlag)
 		}
 		f.StringVar(&appliedFile, "applied", "", "YAML or JSON file with the cluster as it is: a Provisioning, its status, or its status.applied")
-		f.StringVarP(&outDir, "output-dir", "o", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json)")
-		f.StringVar(&live, "live", "", "plan the Provisioning NAME as it is in the cluster (through the kubeconfig)")
+		f.StringVar(&outDir, "output-dir", "", "write each operation into DIR/NN-<playbook>/ (argv.json, hosts.ini, vars.yaml, operation.json), and DIR/plan.json")
+		f.VarP(out, "output", "o", "output format: text, yaml, json (-o DIR is the deprecated spelling of --output-dir DIR)")
+		f.StringVar(&live, "live", "", "plan the Provisioning NAME as it is in the cluster (through --kubeconfig, --context, -n)")
 		f.StringVar(&policyFile, "policy", "", "YAML file with the site's BPAPolicy: the CR is judged by it (as bpa lint --policy does) and it gives the artifact server's CA (default: with --live the cluster's, else the built-in default policy)")
-		f.StringVar(&rules.ExplicitPath, "kubeconfig", "", "with --live: path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-		f.StringVar(&overrides.CurrentContext, "context", "", "with --live: kubeconfig context to use")
-		f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "with --live: namespace of the CR (default: the context's)")
 		return cmd
 	})
 }
 
 // readLive reads the Provisioning name and its BareMetalHosts (or bmhFile's) with the
 // caller's own credentials, and the site policy when they may read it (nil when not).
-func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile string) (*bpav1.Provisioning, []metal3v1.BareMetalHost, string, *policy.Policy, error) {
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, nil, "", nil, err
-	}
-	ns, _, err := cc.Namespace()
-	if err != nil {
-		return nil, nil, "", nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+func readLive(ctx context.Context, k *kubeFlags, name, bmhFile string) (*bpav1.Provisioning, []metal3v1.BareMetalHost, string, *policy.Policy, error) {
+	c, ns, err := k.client()
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
@@ -165,7 +162,7 @@ func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile stri
 	}
 	if bmhFile != "" {
 		bmhs, err := hostmatch.ReadBareMetalHostsFile(bmhFile)
-		return p, bmhs, bmhFile, pol, err
+		return p, bmhs, bmhFile, pol, judged(err)
 	}
 	if p.Spec.BareMetalHostNamespace != "" {
 		ns = p.Spec.BareMetalHostNamespace
@@ -178,15 +175,15 @@ func readLive(ctx context.Context, cc clientcmd.ClientConfig, name, bmhFile stri
 }
 
 // runPlan plans p, resolves its hosts among bmhs and prints or writes the plan.
-func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource, outDir string, ca bool) error {
+func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []metal3v1.BareMetalHost, bmhSource, outDir string, ca bool, out *planOutput) error {
 	change, err := translator.PlanChange(p)
 	var refusal *translator.Refusal
 	if errors.As(err, &refusal) {
-		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: the change is refused and nothing would run: %s: %s (rule %s)",
-			p.Name, refusal.Field, refusal.Message, refusal.Reason)}
+		return refused(fmt.Errorf("Provisioning %s: the change is refused and nothing would run: %s: %s (rule %s)",
+			p.Name, refusal.Field, refusal.Message, refusal.Reason))
 	}
 	if err != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
+		return refused(fmt.Errorf("Provisioning %s: %w", p.Name, err))
 	}
 	hosts, err := hf.match(cmd, p, bmhs, bmhSource)
 	if err != nil {
@@ -194,16 +191,65 @@ func runPlan(cmd *cobra.Command, hf *hostsFlags, p *bpav1.Provisioning, bmhs []m
 	}
 	plan, err := planOf(cmd, p, hosts, change, ca)
 	if err != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("Provisioning %s: %w", p.Name, err)}
+		return refused(fmt.Errorf("Provisioning %s: %w", p.Name, err))
 	}
 	if outDir != "" {
 		return writePlan(outDir, change, plan)
 	}
+	doc := planDocument{KubesprayVersion: change.KubesprayVersion, KubernetesVersion: change.KubernetesVersion, Steps: plan}
 	if ca {
-		fmt.Fprintf(cmd.OutOrStdout(), "# Before each playbook that downloads (cluster.yml, scale.yml, upgrade-cluster.yml), run-kubespray installs\n"+
-			"# the artifact server's CA (BPAPolicy spec.artifactServers) at %s and in the OS trust store\n# of the hosts it covers.\n", bpav1.ArtifactsCAPath)
+		doc.ArtifactsCA = bpav1.ArtifactsCAPath
 	}
-	return printPlan(cmd.OutOrStdout(), change, plan)
+	return out.print(cmd.OutOrStdout(), doc, func(w io.Writer) error {
+		if ca {
+			fmt.Fprintf(w, "# Before each playbook that downloads (cluster.yml, scale.yml, upgrade-cluster.yml), run-kubespray installs\n"+
+				"# the artifact server's CA (BPAPolicy spec.artifactServers) at %s and in the OS trust store\n# of the hosts it covers.\n", bpav1.ArtifactsCAPath)
+		}
+		return printPlan(w, change, plan)
+	})
+}
+
+// planOutput is plan's -o: a format, or the directory --output-dir names now, which -o
+// meant before every verb's -o took formats (kept, with a deprecation message).
+type planOutput struct {
+	outputFormat
+	dir string
+}
+
+func (o *planOutput) Set(s string) error {
+	if o.outputFormat.Set(s) != nil {
+		o.dir = s
+	}
+	return nil
+}
+
+// resolveDir moves a deprecated -o DIR into outDir, saying so on stderr, and refuses -o
+// and --output-dir together: the one prints the plan, the other writes it to files.
+func (o *planOutput) resolveDir(cmd *cobra.Command, outDir *string) error {
+	dirGiven := cmd.Flags().Changed("output-dir")
+	if o.dir != "" {
+		if dirGiven {
+			return fmt.Errorf("-o %s and --output-dir %s: give --output-dir alone", o.dir, *outDir)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "bpa plan: -o DIR is deprecated, use --output-dir %s (-o takes text, yaml or json)\n", o.dir)
+		*outDir = o.dir
+		return nil
+	}
+	if dirGiven && cmd.Flags().Changed("output") {
+		return fmt.Errorf("-o %s prints the plan and --output-dir writes it to files: give one", o.value)
+	}
+	return nil
+}
+
+// planDocument is the plan as -o yaml|json print it: plan.json's versions and steps, each
+// operation with the argv, inventory and vars file run-kubespray gives it.
+type planDocument struct {
+	KubesprayVersion  string `json:"kubesprayVersion"`
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// ArtifactsCA is where run-kubespray installs the artifact server's CA before each
+	// playbook that downloads, when the site policy gives one.
+	ArtifactsCA string        `json:"artifactsCA,omitempty"`
+	Steps       []plannedStep `json:"steps"`
 }
 
 // readApplied reads the cluster as it is from a whole Provisioning, a `status:` document, a
@@ -241,18 +287,19 @@ func readApplied(file string) (*bpav1.ProvisioningStatus, error) {
 	return st, nil
 }
 
-// plannedStep is a step of the plan with its operations as run-kubespray executes them.
+// plannedStep is a step of the plan with its operations as run-kubespray executes them
+// (they replace the Step's own in JSON: the outer field wins).
 type plannedStep struct {
 	translator.Step
-	Operations []plannedOperation
+	Operations []plannedOperation `json:"operations"`
 }
 
 // plannedOperation is one operation as run-kubespray executes it.
 type plannedOperation struct {
 	kubespray.Operation
-	Argv      []string
-	Inventory []byte
-	Vars      []byte
+	Argv      []string `json:"argv"`
+	Inventory string   `json:"inventory"`
+	Vars      string   `json:"vars"`
 }
 
 // planOf builds the operations with the functions the steps use: render-inventory's
@@ -327,7 +374,7 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus,
 					cached[h] = true
 				}
 			}
-			ps.Operations = append(ps.Operations, plannedOperation{Operation: op, Argv: inv.Args, Inventory: opIni, Vars: vars})
+			ps.Operations = append(ps.Operations, plannedOperation{Operation: op, Argv: inv.Args, Inventory: string(opIni), Vars: string(vars)})
 		}
 		out = append(out, ps)
 	}
@@ -395,7 +442,7 @@ func writePlan(dir string, change *translator.ChangePlan, plan []plannedStep) er
 			n++
 			argv, _ := json.MarshalIndent(op.Argv, "", "  ")
 			operation, _ := json.MarshalIndent(op.Operation, "", "  ")
-			for name, data := range map[string][]byte{"argv.json": append(argv, '\n'), "hosts.ini": op.Inventory, "vars.yaml": op.Vars, "operation.json": append(operation, '\n')} {
+			for name, data := range map[string][]byte{"argv.json": append(argv, '\n'), "hosts.ini": []byte(op.Inventory), "vars.yaml": []byte(op.Vars), "operation.json": append(operation, '\n')} {
 				files[filepath.Join(d, name)] = data
 			}
 		}
@@ -404,10 +451,10 @@ func writePlan(dir string, change *translator.ChangePlan, plan []plannedStep) er
 	files["plan.json"] = append(whole, '\n')
 	for name, data := range files {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			return &ExitError{Code: 1, Err: err}
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return &ExitError{Code: 1, Err: err}
+			return err
 		}
 	}
 	return nil

@@ -53,13 +53,13 @@ func writeTemp(t *testing.T, name, content string) string {
 
 func TestReferenceICNLeases(t *testing.T) {
 	leases := reference.Path(t, "icn", "e2e", "dhcpd.leases")
-	out, _, err := bpa(t, "leases", "-f", leases, "--now", "2019-08-08T23:00:00Z")
+	out, _, err := bpa(t, "leases", "-o", "json", "-f", leases, "--now", "2019-08-08T23:00:00Z")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
 		{"mac": "00:c3:11:02:61:b5", "ip": "192.168.50.65", "hostname": "bpa-test-3", "expires": "2019-08-08T23:52:49Z"},
 		{"mac": "00:c4:13:04:62:b5", "ip": "192.168.50.64", "hostname": "bpa-test-2", "expires": "2019-08-08T23:52:49Z"},
 		{"mac": "08:00:27:00:ab:c0", "ip": "192.168.50.63", "hostname": "master-test", "expires": "2019-08-08T23:52:49Z"}]`, out)
-	out, _, err = bpa(t, "leases", "-f", leases)
+	out, _, err = bpa(t, "leases", "-o", "json", "-f", leases)
 	require.NoError(t, err)
 	assert.Equal(t, "[]\n", out)
 }
@@ -70,7 +70,7 @@ func TestReferenceICNHosts(t *testing.T) {
 	hosts := writeTemp(t, "hosts.yaml", icnHosts)
 
 	master := writeTemp(t, "master.yaml", icnE2EMaster)
-	out, _, err := bpa(t, "hosts", "-f", master, "--bmh", hosts, "--leases", leases, "--now", "2019-08-08T23:00:00Z")
+	out, _, err := bpa(t, "hosts", "-o", "json", "-f", master, "--bmh", hosts, "--leases", leases, "--now", "2019-08-08T23:00:00Z")
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"name": "master-test", "roles": ["master", "worker"], "mac": "08:00:27:00:ab:c0",
 		"bareMetalHost": "bpa-test-bmh", "ip": "192.168.50.63", "etcd": true}]`, out)

@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
@@ -14,11 +13,14 @@ import (
 func init() {
 	register(func() *cobra.Command {
 		var file string
+		var out *outputFormat
 		cmd := &cobra.Command{
-			Use:   "render -f FILE",
+			Use:   "render -f FILE [-o yaml|json]",
 			Short: "Print the Argo Workflow(s) BPA would run for the CRs in FILE",
 			Long: "render translates every Provisioning and Software in a (multi-document) YAML file into\n" +
-				"the Workflow the controller would create, after the same validation as `bpa lint`.",
+				"the Workflow the controller would create, after the same validation as `bpa lint`, and\n" +
+				"prints them as YAML documents or, with -o json, JSON documents: what `kubectl create -f`\n" +
+				"and `argo submit` read. A Workflow has no shorter text form, so there is no -o text.",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				data, err := os.ReadFile(file)
@@ -30,27 +32,23 @@ func init() {
 					for _, p := range problems {
 						fmt.Fprintln(cmd.ErrOrStderr(), p)
 					}
-					return &ExitError{Code: 1, Err: fmt.Errorf("%d problem(s) in %s", len(problems), file)}
+					return refused(fmt.Errorf("%d problem(s) in %s", len(problems), file))
 				}
-				out := cmd.OutOrStdout()
+				var wfs []any
 				for _, d := range docs {
 					wf, err := translator.Translate(d.Object, translator.Options{})
 					if err != nil {
 						return fmt.Errorf("%s: %s/%s: %w", file, d.Kind, d.Name, err)
 					}
-					if wf == nil {
-						continue
+					if wf != nil {
+						wfs = append(wfs, wf)
 					}
-					y, err := yaml.Marshal(wf)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(out, "---\n%s", y)
 				}
-				return nil
+				return out.printDocuments(cmd.OutOrStdout(), wfs)
 			},
 		}
 		cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file with BPA CRs")
+		out = addOutputFlag(cmd, formatYAML, formatJSON)
 		_ = cmd.MarkFlagRequired("file")
 		return cmd
 	})

@@ -10,15 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/api/resource"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
@@ -26,7 +23,7 @@ import (
 )
 
 func init() {
-	register(func() *cobra.Command {
+	registerKube(kubeConfig, func(k *kubeFlags) *cobra.Command {
 		var opts artifacts.Options
 		var listen, certFile, keyFile, audience string
 		var anonymousReads, plainHTTP bool
@@ -44,15 +41,17 @@ func init() {
 				"  /api/v1/status/NS/CLUSTER the cluster's Provisioning and Software status, as JSON\n" +
 				"Every token must be minted for --token-audience (a ServiceAccount token from TokenRequest).\n" +
 				"Writes need a Kubernetes bearer token allowed to create (or delete) artifacts.bpa.akraino.org;\n" +
-				"reads need one allowed to get them, unless --anonymous-reads; status needs list on the CRs.",
+				"reads need one allowed to get them, unless --anonymous-reads; status needs list on the CRs.\n" +
+				"It reviews tokens with the apiserver of the kubeconfig (--kubeconfig, --context; in a pod,\n" +
+				"its in-cluster config).",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				if (certFile == "") != (keyFile == "") || (certFile == "" && !plainHTTP) {
 					return errors.New("--tls-cert-file and --tls-private-key-file are both required (or --plain-http, for a test bench only)")
 				}
-				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				ctx, stop := signalContext(cmd)
 				defer stop()
-				cfg, err := ctrl.GetConfig()
+				cfg, err := k.restConfig()
 				if err != nil {
 					return err
 				}

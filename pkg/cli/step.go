@@ -30,7 +30,8 @@ var stepCommands = []func() *cobra.Command{
 }
 
 func init() {
-	register(func() *cobra.Command {
+	// Steps run in their pods and keep their own --namespace (default $POD_NAMESPACE).
+	registerKube(kubeInCluster, func(*kubeFlags) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "step",
 			Short: "Run one Workflow step (used by the step pods)",

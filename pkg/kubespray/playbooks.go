@@ -100,7 +100,7 @@ func (inv Inventory) Hosts(limit []string) []string {
 	return out
 }
 
-// OperationDir names operation i (from 0) of a plan: `bpa plan -o` writes it, and the
+// OperationDir names operation i (from 0) of a plan: `bpa plan --output-dir` writes it, and the
 // SIMULATED kubespray records the runs it was given under the same names.
 func OperationDir(i int, op Operation) string { return fmt.Sprintf("%02d-%s", i+1, op.Playbook) }
 

@@ -87,7 +87,12 @@ func run(t *runT, root, logDir string) {
 	if err != nil {
 		t.Fatalf("starting argo server (Argo's web UI): %v", err)
 	}
-	say("Argo UI (argo server, loopback only, acting as the demo's admin): %s/workflows/%s", ui, site.Namespace)
+	if why := rig.ArgoUIMissing(site.Rig.BinDir); why != "" {
+		say("no Argo web UI: %s", why)
+		say("argo server (its API only, loopback only, acting as the demo's admin): %s; `argo list` and `kubectl bpa describe` work", ui)
+	} else {
+		say("Argo UI (argo server, loopback only, acting as the demo's admin): %s/workflows/%s", ui, site.Namespace)
+	}
 
 	kubeconfig := filepath.Join(root, "bin", "demo.kubeconfig")
 	data, err := os.ReadFile(site.Rig.Kubeconfig)

@@ -117,7 +117,7 @@ func (e *env) kubesprayRuns(t *testing.T) []string {
 	return runs
 }
 
-// assertPlanIsWhatRan: `bpa plan -o` on the stored CR and the site's BareMetalHosts writes
+// assertPlanIsWhatRan: `bpa plan --output-dir` on the stored CR and the site's BareMetalHosts writes
 // the argv, inventory and vars that run-kubespray handed ansible-playbook in the run, file
 // for file and operation for operation.
 func (e *env) assertPlanIsWhatRan(t *testing.T, p *bpav1.Provisioning, ran []string) {
@@ -130,7 +130,7 @@ func (e *env) assertPlanIsWhatRan(t *testing.T, p *bpav1.Provisioning, ran []str
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cr.json"), data, 0o644))
 	e.writeBareMetalHosts(t, filepath.Join(dir, "bmh.json"))
 	out := filepath.Join(dir, "plan")
-	cmd := exec.CommandContext(e.ctx, e.BPA, "plan", "-f", filepath.Join(dir, "cr.json"), "--bmh", filepath.Join(dir, "bmh.json"), "-o", out)
+	cmd := exec.CommandContext(e.ctx, e.BPA, "plan", "-f", filepath.Join(dir, "cr.json"), "--bmh", filepath.Join(dir, "bmh.json"), "--output-dir", out)
 	msg, err := cmd.CombinedOutput()
 	require.NoError(t, err, "bpa plan: %s", msg)
 	planned, err := filepath.Glob(filepath.Join(out, "[0-9][0-9]-*"))

@@ -19,7 +19,6 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
-	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -41,8 +40,8 @@ func TestDescribeOnRig(t *testing.T) {
 	require.NoError(t, err)
 	root, err := rig.RepoRoot()
 	require.NoError(t, err)
-	createFixture(ctx, t, c, r.Namespace, filepath.Join(root, "pkg/describe/testdata/provisioning.yaml"))
-	createFixture(ctx, t, c, r.Namespace, filepath.Join(root, "pkg/describe/testdata/cluster.yaml"))
+	require.NoError(t, bpatest.CreateFixture(ctx, c, r.Namespace, filepath.Join(root, "pkg/describe/testdata/provisioning.yaml")))
+	require.NoError(t, bpatest.CreateFixture(ctx, c, r.Namespace, filepath.Join(root, "pkg/describe/testdata/cluster.yaml")))
 	s := &corev1.Secret{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: "cluster-xyz-kubeconfig"}, s))
 	require.Equal(t, secretValue, string(s.Data["value"]), "the Secret holds the data describe must not show")
@@ -121,26 +120,6 @@ func checkDescribedProvisioning(t *testing.T, got string) {
 	assert.NotContains(t, got, secretValue)
 	assert.NotContains(t, got, base64.StdEncoding.EncodeToString([]byte(secretValue)))
 	assert.NotContains(t, got, "\x1b", "no colour when stdout is not a terminal")
-}
-
-// createFixture creates the objects of a YAML file in ns, with their status: the
-// status subresource of BPA's CRs is written the way the controller writes it.
-func createFixture(ctx context.Context, t *testing.T, c client.Client, ns, file string) {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	objs, err := validation.ReadDocuments(data)
-	require.NoError(t, err)
-	for _, o := range objs {
-		o.SetNamespace(ns)
-		o.SetCreationTimestamp(metav1.Time{})
-		status, hasStatus := o.Object["status"]
-		require.NoError(t, c.Create(ctx, o), "%s %s", o.GetKind(), o.GetName())
-		if hasStatus && o.GetAPIVersion() == "bpa.akraino.org/v1alpha1" {
-			o.Object["status"] = status
-			require.NoError(t, c.Status().Update(ctx, o), "%s %s status", o.GetKind(), o.GetName())
-		}
-	}
 }
 
 // findKubectl prefers bin/kubectl (from hack/build-tools.sh, when it builds one), then

@@ -48,7 +48,7 @@ const (
 	// playbooks act as.
 	EnvImage = "BPA_SIM_KUBESPRAY_IMAGE"
 	// EnvRecordDir, when set, receives each run as NN-<operation>/ with the argv.json,
-	// hosts.ini and vars.yaml it was given (the shape `bpa plan -o` writes), and each run's
+	// hosts.ini and vars.yaml it was given (the shape `bpa plan --output-dir` writes), and each run's
 	// duration in ns appended to EnvRecordDir+".ns".
 	EnvRecordDir = "BPA_SIM_RECORD_DIR"
 	// EnvAgent is the agent binary the tasks run on the first control-plane host.

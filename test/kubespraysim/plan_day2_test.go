@@ -88,7 +88,7 @@ func TestPlanAddWorker(t *testing.T) {
 	for _, shape := range []string{"applied", "status", "provisioning", "applied-in-status"} {
 		t.Run(shape, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, shape, p, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+			_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, shape, p, "1.32.5", appliedMaster, appliedWorker1), "--output-dir", dir)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 			var argv []string
@@ -125,7 +125,7 @@ func TestPlanAddWorker(t *testing.T) {
 func TestPlanRemoveWorker(t *testing.T) {
 	cr, p := byMac(t, []bpav1.HostStatus{appliedWorker1}, "")
 	dir := t.TempDir()
-	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1, appliedWorker2), "--output-dir", dir)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"01-remove-node"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 	var argv []string
@@ -139,7 +139,7 @@ func TestPlanRemoveWorker(t *testing.T) {
 	// spec.nodeRemoval's drain settings, and worker-1 leaves while worker-2 joins.
 	cr, p = byMac(t, []bpav1.HostStatus{appliedWorker2}, "  nodeRemoval: {drainGracePeriodSeconds: 30, drainTimeoutSeconds: 60, drainRetries: 1, allowUngraceful: true}\n")
 	dir = t.TempDir()
-	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1), "--output-dir", dir)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"01-remove-node", "02-facts", "03-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 	readJSON(t, filepath.Join(dir, "01-remove-node", "argv.json"), &argv)
@@ -165,7 +165,7 @@ func TestPlanUpgrade(t *testing.T) {
 	workers := []bpav1.HostStatus{appliedWorker1, appliedWorker2}
 	cr, p := byMac(t, workers, "  kubernetes: {version: 1.32.5}\n")
 	dir := t.TempDir()
-	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.31.9", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.31.9", appliedMaster, appliedWorker1, appliedWorker2), "--output-dir", dir)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"01-upgrade-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 	var op kubespray.Operation
@@ -184,7 +184,7 @@ func TestPlanUpgrade(t *testing.T) {
 	assert.Contains(t, out, `'-e' '{"drain_grace_period":30,"drain_retries":2,"drain_timeout":"90s"}' '-e'`)
 
 	dir = t.TempDir()
-	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.30.4", appliedMaster, appliedWorker1, appliedWorker2), "-o", dir)
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.30.4", appliedMaster, appliedWorker1, appliedWorker2), "--output-dir", dir)
 	var exit *cli.ExitError
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.Code)
@@ -207,7 +207,7 @@ func TestPlanAddEtcdMasters(t *testing.T) {
 	master := appliedMaster
 	master.Roles = []string{"master", "worker"} // alone, the master runs workloads
 	dir := t.TempDir()
-	out, err := plan(t, "-f", file, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", master), "-o", dir)
+	out, err := plan(t, "-f", file, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", master), "--output-dir", dir)
 	require.NoError(t, err, out)
 	assert.Equal(t, []string{"01-cluster", "02-upgrade-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 	for _, op := range []string{"01-cluster", "02-upgrade-cluster"} {
@@ -246,7 +246,7 @@ func TestPlanRemoveEtcdMasters(t *testing.T) {
 				require.NoError(t, os.WriteFile(applied, data, 0o644))
 			}
 			dir := t.TempDir()
-			out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "-o", dir)
+			out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "--output-dir", dir)
 			require.NoError(t, err, out)
 			assert.Equal(t, []string{"01-remove-node", "02-remove-node", "03-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+release))
 			var change translator.ChangePlan
@@ -277,7 +277,7 @@ func TestPlanImmutableSetting(t *testing.T) {
 	_, built := byMac(t, workers, "  PodSubnet: 10.244.0.0/16\n")
 	cr, _ := byMac(t, workers, "  PodSubnet: 10.245.0.0/16\n")
 	dir := t.TempDir()
-	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1), "-o", dir)
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1), "--output-dir", dir)
 	var exit *cli.ExitError
 	require.ErrorAs(t, err, &exit)
 	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.PodSubnet: kube_pods_subnet is 10.244.0.0/16 in the running cluster and would become 10.245.0.0/16")
@@ -365,9 +365,9 @@ func TestPlanLive(t *testing.T) {
 	}
 
 	want, got := t.TempDir(), t.TempDir()
-	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "-o", want)
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "--output-dir", want)
 	require.NoError(t, err)
-	_, err = plan(t, "--live", p.Name, "-n", r.Namespace, "--kubeconfig", r.Kubeconfig, "-o", got)
+	_, err = plan(t, "--live", p.Name, "-n", r.Namespace, "--kubeconfig", r.Kubeconfig, "--output-dir", got)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, got, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 	for _, f := range []string{"plan.json", "01-facts/argv.json", "01-facts/hosts.ini", "02-scale/argv.json", "02-scale/hosts.ini", "02-scale/vars.yaml"} {

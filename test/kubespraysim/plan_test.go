@@ -28,7 +28,7 @@ import (
 )
 
 // CheckPlanDir runs the stand-in kubespray's checks (the real ansible-playbook on the tree,
-// check-only) on each operation `bpa plan -o` wrote to dir, in order, with the argv's in-pod
+// check-only) on each operation `bpa plan --output-dir` wrote to dir, in order, with the argv's in-pod
 // paths pointed at the files beside it. Each fills the facts cache as its run would; the
 // operations of one step (plan.json) share it, as they run in one container, and each step
 // starts with an empty one. image picks the release.
@@ -54,7 +54,7 @@ func CheckPlanDir(t *testing.T, dir, image string) []string {
 	return names
 }
 
-// planArgv reads the argv `bpa plan -o` wrote for an operation, its in-pod paths pointed at
+// planArgv reads the argv `bpa plan --output-dir` wrote for an operation, its in-pod paths pointed at
 // the files beside it, without the program.
 func planArgv(t *testing.T, op string) []string {
 	data, err := os.ReadFile(filepath.Join(op, "argv.json"))
@@ -96,7 +96,7 @@ func readCR(t *testing.T, file string) *bpav1.Provisioning {
 	return nil
 }
 
-// TestExamplesPlanPassKubesprayRules: every example's `bpa plan -o` output (the real
+// TestExamplesPlanPassKubesprayRules: every example's `bpa plan --output-dir` output (the real
 // ansible-inventory reading its hosts.ini) passes what kubespray checks before it runs;
 // the demo's two-master example included, with its odd etcd.
 func TestExamplesPlanPassKubesprayRules(t *testing.T) {
@@ -106,7 +106,7 @@ func TestExamplesPlanPassKubesprayRules(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(filepath.Base(ex), func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := plan(t, "-f", ex, "--bmh", "../../examples/bmh/"+filepath.Base(ex), "-o", dir)
+			_, err := plan(t, "-f", ex, "--bmh", "../../examples/bmh/"+filepath.Base(ex), "--output-dir", dir)
 			require.NoError(t, err)
 			params, err := translator.ProvisioningParameters(readCR(t, ex))
 			require.NoError(t, err)

@@ -273,3 +273,18 @@ func (r *Rig) StartArgoServer(ctx context.Context, port int) (string, error) {
 	})
 	return url, err
 }
+
+// ArgoUIMissing says why binDir has no Argo web UI (argo-ui/index.html, which
+// hack/build-tools.sh builds and embeds in argo), or "" when it has one: the one line the
+// build left in argo-ui.unavailable when it could not build it (GitHub out of reach, say),
+// else what to run.
+func ArgoUIMissing(binDir string) string {
+	if _, err := os.Stat(filepath.Join(binDir, "argo-ui", "index.html")); err == nil {
+		return ""
+	}
+	if line, err := os.ReadFile(filepath.Join(binDir, "argo-ui.unavailable")); err == nil {
+		return strings.TrimSpace(string(line))
+	}
+	return "Argo's web UI was not built (bin/argo-ui/index.html missing): run hack/build-tools.sh argo-ui argo, " +
+		"which needs Node.js >= 20 (hack/deps.sh --ui says what is missing)"
+}

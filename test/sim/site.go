@@ -74,7 +74,7 @@ type Site struct {
 	// host: they remove nothing and succeed (kubespraysim.EnvUnmatchedFile).
 	UnmatchedFile string
 	// KubesprayRuns receives every run of the simulated kubespray, in the layout of
-	// `bpa plan -o` (kubespraysim.EnvRecordDir).
+	// `bpa plan --output-dir` (kubespraysim.EnvRecordDir).
 	KubesprayRuns string
 
 	mu    sync.Mutex

@@ -32,14 +32,13 @@ import (
 // requireUI fails (never skips) when what the test needs was not built: on such a machine
 // the UI is untested, which is a failure with a reason.
 func requireUI(t *testing.T, root string) (playwright string) {
-	for _, need := range []struct{ path, why string }{
-		{"bin/argo-ui/index.html", "Argo's web UI was not built"},
-		{"bin/playwright/node_modules/playwright-core", "playwright-core is not installed"},
-	} {
-		if _, err := os.Stat(filepath.Join(root, need.path)); err != nil {
-			t.Fatalf("%s (%s missing): run hack/build-tools.sh argo-ui argo playwright, which needs Node.js >= 20 "+
-				"(hack/deps.sh --ui says what is missing)", need.why, need.path)
-		}
+	// The line hack/build-tools.sh said when it could not build the UI, or what to run.
+	if why := rig.ArgoUIMissing(filepath.Join(root, "bin")); why != "" {
+		t.Fatal(why)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin/playwright/node_modules/playwright-core")); err != nil {
+		t.Fatalf("playwright-core is not installed (bin/playwright/node_modules/playwright-core missing): run hack/build-tools.sh playwright, " +
+			"which needs Node.js >= 20 (hack/deps.sh --ui says what is missing)")
 	}
 	if _, err := exec.LookPath("chromium"); err != nil {
 		t.Fatalf("no chromium on PATH: run hack/deps.sh --ui")

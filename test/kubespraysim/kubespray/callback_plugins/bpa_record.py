@@ -1,5 +1,5 @@
 # SIMULATED-site instrument, not part of kubespray: when BPA_SIM_RECORD_DIR is set, every run
-# is recorded as it starts, in the layout `bpa plan -o` writes (NN-<operation>/argv.json,
+# is recorded as it starts, in the layout `bpa plan --output-dir` writes (NN-<operation>/argv.json,
 # hosts.ini, vars.yaml), so tests can compare what run-kubespray really ran with the plan.
 import json
 import os
