@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"encoding/pem"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,15 +8,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 )
 
 // `bpa lint --policy` and `bpa plan --policy` refuse a spec.offline.url the site's BPAPolicy
 // does not list for the CR's namespace, naming the field: the run-kubespray step and every
 // node would fetch from it, so any other URL is a probe of the CR author's choosing.
 func TestLintAndPlanRefuseAnUnlistedArtifactServer(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	ts.Close()
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	ca := nodetrusttest.NewCA(t, []string{"tenant-a"}).PEM
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.yaml")
 	require.NoError(t, os.WriteFile(pol, []byte(`apiVersion: bpa.akraino.org/v1alpha1

@@ -174,6 +174,9 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 		}
 	}
 	rerun := obj.GetAnnotations()[bpav1.RerunAnnotation]
+	if r.sizeRefused(obj, rerun, revision) {
+		return nil // its Workflow was too large to create: the same inputs would plan it again
+	}
 	needRun := st.ObservedGeneration != gen || st.LastHandledRerun != rerun ||
 		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
 
@@ -321,7 +324,12 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		}
 	}
 
+	planned := wf
 	wf, created, err := r.createOrAdopt(ctx, obj, wf, wfs)
+	if limit := sizeLimit(err); limit != "" {
+		r.refuseTooLarge(obj, planned, limit, rerun, revision)
+		return nil, nil
+	}
 	if argoGone(err) {
 		// Argo's CRD was deleted while the controller runs: the cached list still answers
 		// (with what it last saw), the create does not.

@@ -5,7 +5,9 @@
 // The CA comes only from the site admin's BPAPolicy (spec.artifactServers[].caBundle). It is
 // public, so it may travel as a Workflow parameter, but every reader parses it again (Parse)
 // and a node only ever receives BPA's own re-encoding of the certificates (Encode), written
-// by a fixed script: nothing in the bundle can become a command on a host.
+// by a fixed script: nothing in the bundle can become a command on a host. Since every
+// program on a node trusts what is in its OS trust store, the policy takes only CAs whose
+// name constraints keep them to the artifact server (CheckScope, scope.go).
 package nodetrust
 
 import (
@@ -33,7 +35,7 @@ const (
 )
 
 // MaxBundle bounds a bundle, as the CRD's maxLength does.
-const MaxBundle = 64 << 10
+const MaxBundle = 16 << 10
 
 // Parse reads a bundle of PEM CERTIFICATE blocks and nothing else: any other text, block
 // type or PEM header, or a block that is not an X.509 certificate, is an error saying where.
@@ -77,15 +79,6 @@ func Encode(certs []*x509.Certificate) []byte {
 		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
 	return b.Bytes()
-}
-
-// Canonical parses bundle and returns its re-encoding.
-func Canonical(bundle []byte) ([]byte, error) {
-	certs, err := Parse(bundle)
-	if err != nil {
-		return nil, err
-	}
-	return Encode(certs), nil
 }
 
 // installScript writes $1 (the re-encoded bundle, without its last newline) to the trust

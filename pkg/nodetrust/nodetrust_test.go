@@ -114,9 +114,9 @@ func TestParse(t *testing.T) {
 	assert.Len(t, two, 2)
 
 	crlf := bytes.ReplaceAll(ca, []byte("\n"), []byte("\r\n"))
-	got, err := nodetrust.Canonical(crlf)
+	got, err := nodetrust.Parse(crlf)
 	require.NoError(t, err)
-	assert.Equal(t, string(ca), string(got))
+	assert.Equal(t, string(ca), string(nodetrust.Encode(got)))
 
 	body := strings.TrimSpace(string(ca))
 	for name, bad := range map[string]string{

@@ -155,11 +155,20 @@ func (p Policy) ArtifactsCA(prov *bpav1.Provisioning) (string, error) {
 	if i < 0 {
 		return "", nil
 	}
-	ca, err := nodetrust.Canonical([]byte(p.Spec.ArtifactServers[i].CABundle))
+	return p.caBundle(i)
+}
+
+// caBundle is the caBundle of spec.artifactServers[i] as the nodes get it, re-encoded
+// (nodetrust.Encode), or an error naming the field: it must be certificates only, each with
+// name constraints that let it vouch for the entry's server and nothing the admin did not
+// choose (nodetrust.CheckScope), since every program on the nodes trusts it.
+func (p Policy) caBundle(i int) (string, error) {
+	s := p.Spec.ArtifactServers[i]
+	certs, err := nodetrust.ParseFor([]byte(s.CABundle), s.URL)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", p.Source, caBundlePath(i), err)
 	}
-	return string(ca), nil
+	return string(nodetrust.Encode(certs)), nil
 }
 
 // AptRepo is an artifact server's apt repository as install-software adds it to a node:
@@ -184,22 +193,23 @@ func (p Policy) AptRepo(sw *bpav1.Software, prov *bpav1.Provisioning) (*AptRepo,
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", p.Source, aptKeyPath(i), err)
 		}
-		ca, err := nodetrust.Canonical([]byte(s.CABundle))
+		ca, err := p.caBundle(i)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", p.Source, caBundlePath(i), err)
+			return nil, err
 		}
-		return &AptRepo{URL: url, Key: string(key), CA: string(ca)}, nil
+		return &AptRepo{URL: url, Key: string(key), CA: ca}, nil
 	}
 	return nil, fmt.Errorf("%s gives artifact server %s no aptKey (spec.artifactServers[].aptKey): BPA never adds a repository whose signatures the nodes cannot check; ask the site admin",
 		p.Source, url)
 }
 
 // CheckPolicy lists what is wrong in a BPAPolicy beyond its schema: every caBundle must be
-// certificates and nothing else, every aptKey public keys and nothing else.
+// certificates and nothing else, each name-constrained to its server (nodetrust.CheckScope),
+// every aptKey public keys and nothing else.
 func CheckPolicy(spec *bpav1.BPAPolicySpec) field.ErrorList {
 	var errs field.ErrorList
 	for i, s := range spec.ArtifactServers {
-		if _, err := nodetrust.Parse([]byte(s.CABundle)); err != nil {
+		if _, err := nodetrust.ParseFor([]byte(s.CABundle), s.URL); err != nil {
 			errs = append(errs, field.Invalid(caBundlePath(i), field.OmitValueType{}, err.Error()))
 		}
 		if s.AptKey == "" {

@@ -1,9 +1,6 @@
 package policy
 
 import (
-	"encoding/pem"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 )
 
 func prov(ns string, mutate func(*bpav1.ProvisioningSpec)) *bpav1.Provisioning {
@@ -112,15 +110,16 @@ func TestHolder(t *testing.T) {
 }
 
 // The CA a Provisioning's nodes get is the admin's entry for exactly its spec.offline.url,
-// re-encoded; none otherwise; and a bundle that is not certificates is refused naming the
-// entry, by the run (ArtifactsCA) and by lint (CheckPolicy).
+// re-encoded; none otherwise; and a bundle that is not certificates, or holds a CA that may
+// vouch for more than the entry's server (issue 26 item 7: the nodes' whole OS trust store
+// takes it), is refused naming the entry, by the run (ArtifactsCA) and by lint (CheckPolicy).
 func TestArtifactsCA(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	defer ts.Close()
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	ca := nodetrusttest.NewCA(t, []string{"artifacts"}).PEM
 	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
 		{URL: "https://other:8443", CABundle: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"},
 		{URL: "https://artifacts:8443", CABundle: strings.ReplaceAll(string(ca), "\n", "\r\n")},
+		{URL: "https://wide:8443", CABundle: string(nodetrusttest.Unconstrained(t).PEM)},
+		{URL: "https://elsewhere:8443", CABundle: string(ca)},
 	}}}
 	offline := func(url string) *bpav1.Provisioning {
 		return prov("a", func(s *bpav1.ProvisioningSpec) { s.Offline = &bpav1.OfflineConfig{URL: url} })
@@ -135,22 +134,27 @@ func TestArtifactsCA(t *testing.T) {
 	}
 	_, err = pol.ArtifactsCA(offline("https://other:8443"))
 	assert.ErrorContains(t, err, "BPAPolicy default spec.artifactServers[0].caBundle: certificate 1:")
+	_, err = pol.ArtifactsCA(offline("https://wide:8443"))
+	assert.ErrorContains(t, err, "BPAPolicy default spec.artifactServers[2].caBundle: certificate 1 (CN=BPA test unconstrained CA): no X.509 name constraints")
+	_, err = pol.ArtifactsCA(offline("https://elsewhere:8443"))
+	assert.ErrorContains(t, err, "BPAPolicy default spec.artifactServers[3].caBundle: certificate 1 (CN=BPA test artifact server CA): its name constraints ")
+	assert.ErrorContains(t, err, "do not permit the artifact server's host elsewhere")
 	errs := CheckPolicy(&pol.Spec)
-	require.Len(t, errs, 1)
-	assert.Equal(t, "spec.artifactServers[0].caBundle", errs[0].Field)
+	require.Len(t, errs, 3)
+	for i, want := range []string{"spec.artifactServers[0].caBundle", "spec.artifactServers[2].caBundle", "spec.artifactServers[3].caBundle"} {
+		assert.Equal(t, want, errs[i].Field)
+	}
 }
 
 func TestAptRepo(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	defer ts.Close()
-	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	ca := func(host string) string { return string(nodetrusttest.NewCA(t, []string{host}).PEM) }
 	_, public := artifactstest.AptKey(t)
 	key, err := os.ReadFile(public)
 	require.NoError(t, err)
 	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
-		{URL: "https://nokey:8443", CABundle: ca},
-		{URL: "https://artifacts:8443", CABundle: ca, AptKey: string(key)},
-		{URL: "https://badkey:8443", CABundle: ca, AptKey: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n"},
+		{URL: "https://nokey:8443", CABundle: ca("nokey")},
+		{URL: "https://artifacts:8443", CABundle: ca("artifacts"), AptKey: string(key)},
+		{URL: "https://badkey:8443", CABundle: ca("badkey"), AptKey: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n"},
 	}}}
 	sw := &bpav1.Software{Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA}}
 	offline := func(url string) *bpav1.Provisioning {
@@ -159,7 +163,7 @@ func TestAptRepo(t *testing.T) {
 	repo, err := pol.AptRepo(sw, offline("https://artifacts:8443"))
 	require.NoError(t, err)
 	assert.Equal(t, "https://artifacts:8443", repo.URL)
-	assert.Equal(t, ca, repo.CA)
+	assert.Equal(t, pol.Spec.ArtifactServers[1].CABundle, repo.CA)
 	assert.Contains(t, repo.Key, "-----BEGIN PGP PUBLIC KEY BLOCK-----")
 
 	none, err := pol.AptRepo(&bpav1.Software{}, offline("https://artifacts:8443"))
@@ -179,4 +183,9 @@ func TestAptRepo(t *testing.T) {
 	errs := CheckPolicy(&pol.Spec)
 	require.Len(t, errs, 1)
 	assert.Equal(t, "spec.artifactServers[2].aptKey", errs[0].Field)
+
+	// The CA that comes with the repository is held to the same scope.
+	pol.Spec.ArtifactServers[1].CABundle = string(nodetrusttest.Unconstrained(t).PEM)
+	_, err = pol.AptRepo(sw, offline("https://artifacts:8443"))
+	assert.ErrorContains(t, err, "BPAPolicy default spec.artifactServers[1].caBundle: certificate 1 (CN=BPA test unconstrained CA): no X.509 name constraints")
 }

@@ -35,6 +35,9 @@ func ValidateAdmission(obj *unstructured.Unstructured) field.ErrorList {
 }
 
 func validateClusterLabel(obj *unstructured.Unstructured) field.ErrorList {
+	if obj.GetKind() == "BPAPolicy" {
+		return nil // the site's, of no cluster: the policy matches provisionings, softwares and clusters only
+	}
 	p := field.NewPath("metadata", "labels", bpav1.ClusterLabel)
 	c, ok := obj.GetLabels()[bpav1.ClusterLabel]
 	if !ok {

@@ -1,18 +1,11 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,13 +18,14 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 )
 
 // ---- scenario k: an air-gapped site ----
 //
 // A real bpa serve holds every file and image kubespray v2.28.0 fetches for Kubernetes
 // 1.32.5 (tiny stand-ins, uploaded with tus and pushed with go-containerregistry). Its
-// certificate is self-signed: no trust store holds it.
+// certificate comes from a CA name-constrained to its address, which no trust store holds.
 //   - The server must be listed in the BPAPolicy for spec.offline.url to be admitted. Listed
 //     with a CA that did not sign its certificate, the run fails ON THE HOSTS: the SIMULATED
 //     kubespray fetches with each host's curl and trust store, which reject the server
@@ -71,7 +65,7 @@ func (e *env) scenarioOffline(t *testing.T) {
 	p.Spec.Kubernetes = &bpav1.KubernetesConfig{Version: "1.32.5"}
 	e.create(t, p)
 	failed := e.waitPhase(t, p.Name, bpav1.PhaseFailed)
-	assert.Regexp(t, `fatal: \[(m|w)1\]: .*could not be fetched from \S+/files on (m|w)1.*SSL certificate problem: self-signed certificate`, failed.Status.Message)
+	assert.Regexp(t, `fatal: \[(m|w)1\]: .*could not be fetched from \S+/files on (m|w)1.*SSL certificate problem: unable to get local issuer certificate`, failed.Status.Message)
 	e.SetKubesprayEnv()
 
 	// Now with the CA that signed it.
@@ -170,14 +164,8 @@ func (e *env) offlineSoftware(t *testing.T, p *bpav1.Provisioning, url string, u
 	e.waitGone(t, sw)
 }
 
-// otherCA is a self-signed certificate that signed nothing the test serves.
+// otherCA is a CA for the artifact server's address (as the policy requires: name-constrained
+// to 127.0.0.1) that signed nothing the test serves.
 func otherCA(t *testing.T) string {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the artifact server's CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return string(nodetrusttest.NewCA(t, nil, net.IPv4(127, 0, 0, 1)).PEM)
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,13 @@ import (
 // kube-apiserver with BPA's and metal3's CRDs. stopped receives what the manager's Start
 // returned once stop was called or it stopped by itself.
 func controllerOnRig(t *testing.T, ro rig.Options, opts controller.Options) (ctx context.Context, r *rig.Rig, c client.Client, stop func(), stopped <-chan error) {
+	ctx, r, c = crdsOnRig(t, ro)
+	stop, stopped = startController(ctx, t, r, opts)
+	return ctx, r, c, stop, stopped
+}
+
+// crdsOnRig starts a rig (ro) with BPA's and metal3's CRDs, for a controller started later.
+func crdsOnRig(t *testing.T, ro rig.Options) (ctx context.Context, r *rig.Rig, c client.Client) {
 	r = rig.ForTest(t, ro)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -32,17 +40,20 @@ func controllerOnRig(t *testing.T, ro rig.Options, opts controller.Options) (ctx
 	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
 	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
-
 	ctrl.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
-	stop, stopped = startController(ctx, t, r, opts)
-	return ctx, r, c, stop, stopped
+	return ctx, r, c
 }
 
 // startController starts a controller (opts, watching the rig's namespace) on r, as its
 // Deployment starts one (again).
 func startController(ctx context.Context, t *testing.T, r *rig.Rig, opts controller.Options) (stop func(), stopped <-chan error) {
-	opts.Namespaces, opts.MetricsAddr, opts.ProbeAddr, opts.SkipNameValidation = []string{r.Namespace}, "0", "0", true
-	mgr, err := controller.NewManager(r.RESTConfig, opts)
+	return startControllerOn(ctx, t, r.RESTConfig, r.Namespace, opts)
+}
+
+// startControllerOn is startController with the client configuration cfg, watching ns.
+func startControllerOn(ctx context.Context, t *testing.T, cfg *rest.Config, ns string, opts controller.Options) (stop func(), stopped <-chan error) {
+	opts.Namespaces, opts.MetricsAddr, opts.ProbeAddr, opts.SkipNameValidation = []string{ns}, "0", "0", true
+	mgr, err := controller.NewManager(cfg, opts)
 	require.NoError(t, err, "building the controller")
 	mctx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)

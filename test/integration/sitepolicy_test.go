@@ -2,10 +2,7 @@ package integration
 
 import (
 	"context"
-	"encoding/pem"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -35,16 +33,14 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
 	require.NoError(t, err)
 
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	ts.Close()
-	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	ca := func(host string) string { return string(nodetrusttest.NewCA(t, []string{host}).PEM) }
 	grant := func(images ...string) {
 		require.NoError(t, bpatest.CreatePolicy(ctx, r.RESTConfig, &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 			Spec: bpav1.BPAPolicySpec{KubesprayImages: images,
 				Namespaces: []bpav1.NamespaceGrant{{Names: []string{r.Namespace}, BareMetalHostNamespaces: []string{"metal3"}}},
 				// One server for every namespace, one for this test's namespace only.
-				ArtifactServers: []bpav1.ArtifactServer{{URL: "https://site:8443", CABundle: ca},
-					{URL: "https://tenant-a:8443", CABundle: ca, Namespaces: []string{r.Namespace}}}}}))
+				ArtifactServers: []bpav1.ArtifactServer{{URL: "https://site:8443", CABundle: ca("site")},
+					{URL: "https://tenant-a:8443", CABundle: ca("tenant-a"), Namespaces: []string{r.Namespace}}}}}))
 	}
 	prov := func(name, image string) *bpav1.Provisioning {
 		return &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: map[string]string{"cluster": name}},
@@ -77,6 +73,15 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	err = c.Create(ctx, offline("others-server", "tenant-b", "https://tenant-a:8443"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.offline.url: Forbidden: https://tenant-a:8443 is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace tenant-b)")
+
+	// The admin's CA goes into every node's trust store: one that may vouch for any name
+	// (no name constraints, here the second certificate of a bundle) is refused, naming the
+	// field. Before, the apiserver took it and every program on the nodes trusted it.
+	wide := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{
+		{URL: "https://site:8443", CABundle: ca("site") + string(nodetrusttest.Unconstrained(t).PEM)}}}}
+	err = bpatest.CreatePolicy(ctx, r.RESTConfig, wide)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.artifactServers[0].caBundle: Invalid value: \"string\": every certificate must carry X.509 name constraints")
 
 	grant() // tightened: the default image only, still metal3
 	attempt := 0

@@ -3,10 +3,7 @@ package kubespraysim
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +19,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	bpainventory "github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/reference"
@@ -185,9 +183,6 @@ func TestSamplesRenderKubesprayAcceptedInventories(t *testing.T) {
 // installs, and the plan says it installs it. Without the policy, or with one that lists
 // another server, the CR is refused naming spec.offline.url: no plan of it would run.
 func TestPrintedPlanShowsTheAdminsCA(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	defer ts.Close()
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
 	dir := t.TempDir()
 	p := readCR(t, "../../examples/provisioning-kud-plugins.yaml")
 	p.Spec.Offline = &bpav1.OfflineConfig{URL: "https://artifacts.example:8443"}
@@ -196,6 +191,8 @@ func TestPrintedPlanShowsTheAdminsCA(t *testing.T) {
 	cr := filepath.Join(dir, "cr.yaml")
 	require.NoError(t, os.WriteFile(cr, data, 0o644))
 	policyFor := func(url string) string {
+		host, _, _ := strings.Cut(strings.TrimPrefix(url, "https://"), ":")
+		ca := nodetrusttest.NewCA(t, []string{host}).PEM
 		pol := bpav1.BPAPolicy{TypeMeta: metav1.TypeMeta{APIVersion: bpav1.GroupVersion.String(), Kind: "BPAPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: bpav1.PolicyName},
 			Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{{URL: url, CABundle: string(ca)}}}}
 		data, err := yaml.Marshal(pol)

@@ -65,6 +65,10 @@ type Options struct {
 	// a LogDir of the caller's in place, so `make demo` can point at the logs of a failed
 	// run after it has stopped everything.
 	LogDir string
+	// EtcdMaxRequestBytes, when set, is etcd's --max-request-bytes (1.5 MiB by default): a
+	// small value lets a test meet etcd's "request is too large" with objects of test size.
+	// Every object the rig itself stores must fit (the largest is a CRD of about 60 KiB).
+	EtcdMaxRequestBytes int
 }
 
 // Tools are the files hack/build-tools.sh puts in the bin dir.
@@ -330,17 +334,21 @@ func (r *Rig) startEtcd(ctx context.Context) error {
 		client, peer := freePort(), freePort()
 		r.etcdURL = "http://127.0.0.1:" + strconv.Itoa(client)
 		peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
-		p, err := r.spawn("etcd", nil, "etcd",
+		args := []string{
 			"--name=rig",
-			"--data-dir="+filepath.Join(r.Dir, "etcd"),
-			"--listen-client-urls="+r.etcdURL,
-			"--advertise-client-urls="+r.etcdURL,
-			"--listen-peer-urls="+peerURL,
-			"--initial-advertise-peer-urls="+peerURL,
-			"--initial-cluster=rig="+peerURL,
+			"--data-dir=" + filepath.Join(r.Dir, "etcd"),
+			"--listen-client-urls=" + r.etcdURL,
+			"--advertise-client-urls=" + r.etcdURL,
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=rig=" + peerURL,
 			"--unsafe-no-fsync",
 			"--log-level=warn",
-		)
+		}
+		if n := r.opts.EtcdMaxRequestBytes; n > 0 {
+			args = append(args, "--max-request-bytes="+strconv.Itoa(n))
+		}
+		p, err := r.spawn("etcd", nil, "etcd", args...)
 		if err != nil {
 			return err
 		}

@@ -5,9 +5,7 @@ package artifactstest
 import (
 	"bytes"
 	"context"
-	"encoding/pem"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -98,9 +97,9 @@ func TokenFor(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole str
 }
 
 // Server starts a real artifact server over HTTPS that reads anonymously, as a site's
-// nodes read it. It returns the server's URL, its CA (PEM: the self-signed certificate it
-// serves, which no trust store holds: a reader trusts it only when given it, as the nodes
-// are by BPAPolicy spec.artifactServers), and a client that trusts it and uploads with a
+// nodes read it. It returns the server's URL, its CA (PEM: a CA name-constrained to the
+// server's address 127.0.0.1, which no trust store holds: a reader trusts it only when given
+// it, as the nodes are by BPAPolicy spec.artifactServers), and a client that trusts it and uploads with a
 // real token of a ServiceAccount bound to config/serve's bpa-artifacts-uploader.
 // Each opt may change the server's Options, e.g. set AptSigningKey (see AptKey).
 func Server(ctx context.Context, t *testing.T, r *rig.Rig, opt ...func(*artifacts.Options)) (string, []byte, *artifacts.Client) {
@@ -114,9 +113,7 @@ func Server(ctx context.Context, t *testing.T, r *rig.Rig, opt ...func(*artifact
 	}
 	srv, err := artifacts.NewServer(ctx, opts)
 	require.NoError(t, err)
-	ts := httptest.NewTLSServer(srv)
-	t.Cleanup(ts.Close)
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	ts, ca := nodetrusttest.NewTLSServer(t, srv)
 	tc := ts.Client()
 	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
 	return ts.URL, ca, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}

@@ -2,11 +2,9 @@ package lookup
 
 import (
 	"context"
-	"encoding/pem"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -107,22 +106,25 @@ func TestLookupFailsClearly(t *testing.T) {
 
 // An ad-hoc run gets the CA the site policy gives its artifact server, as the controller's
 // Workflow does, and is refused, naming spec.offline.url, for a server the policy does not
-// list for its namespace.
+// list for its namespace, and naming the caBundle for a CA that may vouch for any name.
 func TestLookupWritesThePolicysCA(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	defer ts.Close()
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	ca := nodetrusttest.NewCA(t, []string{"artifacts"}).PEM
 	pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
 		ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: "\n" + string(ca)},
-			{URL: "https://tenant-b:8443", CABundle: string(ca), Namespaces: []string{"b"}}}}}
-	for url, want := range map[string]string{"https://artifacts:8443": string(ca), "https://elsewhere:8443": "", "https://tenant-b:8443": ""} {
+			{URL: "https://tenant-b:8443", CABundle: string(nodetrusttest.NewCA(t, []string{"tenant-b"}).PEM), Namespaces: []string{"b"}},
+			{URL: "https://wide:8443", CABundle: string(nodetrusttest.Unconstrained(t).PEM)}}}}
+	for url, want := range map[string]string{"https://artifacts:8443": string(ca), "https://elsewhere:8443": "", "https://tenant-b:8443": "",
+		"https://wide:8443": "BPAPolicy default spec.artifactServers[2].caBundle: certificate 1 (CN=BPA test unconstrained CA): no X.509 name constraints"} {
 		p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
 			Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: url}}}
 		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, pol, sshSecret("c1-ssh", "c1")).Build()
 		dir := t.TempDir()
 		err := options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c)
-		if want == "" {
-			require.ErrorContains(t, err, "PolicyViolation: spec.offline.url: Forbidden: "+url+" is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace ns: https://artifacts:8443)")
+		if !strings.HasPrefix(want, "-----BEGIN") {
+			if want == "" {
+				want = "PolicyViolation: spec.offline.url: Forbidden: " + url + " is not allowed by BPAPolicy default (spec.artifactServers[].url for namespace ns: https://artifacts:8443, https://wide:8443)"
+			}
+			require.ErrorContains(t, err, want)
 			assert.NoFileExists(t, filepath.Join(dir, "artifacts-ca"))
 			continue
 		}
@@ -137,9 +139,7 @@ func TestLookupWritesThePolicysCA(t *testing.T) {
 // of its cluster's Provisioning that succeeded, with the admin's key and CA; and is refused,
 // naming spec.aptSource, where the site gives that server no key.
 func TestLookupWritesTheSoftwaresAptRepo(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler())
-	defer ts.Close()
-	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	ca := string(nodetrusttest.NewCA(t, []string{"artifacts"}).PEM)
 	_, public := artifactstest.AptKey(t)
 	key, err := os.ReadFile(public)
 	require.NoError(t, err)

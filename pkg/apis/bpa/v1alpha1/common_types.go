@@ -61,6 +61,12 @@ const (
 // field.
 const ReasonImmutableSetting = "ImmutableSetting"
 
+// ReasonWorkflowTooLarge is the Stalled reason of a run whose Workflow the apiserver refused
+// for its size (its request body limit, or etcd's --max-request-bytes); the message names
+// the size and the limit. The same spec would plan the same Workflow, so it is not planned
+// again until the spec, the rerun annotation (or a Software's cluster nodes) change.
+const ReasonWorkflowTooLarge = "WorkflowTooLarge"
+
 // Condition types, kstatus-compatible.
 const (
 	ConditionReady       = "Ready"

@@ -57,9 +57,18 @@ type ArtifactServer struct {
 
 	// CABundle is one or more PEM CERTIFICATE blocks and nothing else (cert-manager's
 	// ca.crt, say). BPA parses every certificate and sends the nodes only its own
-	// re-encoding of them.
-	// +kubebuilder:validation:MaxLength=65536
+	// re-encoding of them. Each goes into every node's OS trust store, where every program
+	// trusts it, so each must be a CA with X.509 name constraints that permit the server's
+	// host and nothing the admin did not choose: permitted DNS subtrees (no top-level
+	// domain), and permitted IP ranges or all of 0.0.0.0/0 and ::/0 excluded. Admission
+	// checks that every certificate carries name constraints (the rule below finds the
+	// extension's object identifier, 2.5.29.30, in each block's base64: CEL cannot parse
+	// X.509); `bpa lint --policy`, the controller and the steps check what they permit
+	// (nodetrust.CheckScope). At most 16 KiB (a few CAs of the server's own: the rule's
+	// CEL cost grows with the length, and 64 KiB did not fit the apiserver's budget).
+	// +kubebuilder:validation:MaxLength=16384
 	// +kubebuilder:validation:Pattern=`^(\s*-----BEGIN CERTIFICATE-----[\sA-Za-z0-9+/=]+-----END CERTIFICATE-----)+\s*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^-]*-----BEGIN CERTIFICATE-----[^-]*(B[^!-~]*g[^!-~]*N[^!-~]*V[^!-~]*H[^!-~]*R[^!-~]*[4-7]|Y[^!-~]*D[^!-~]*V[^!-~]*R[^!-~]*0[^!-~]*e|G[^!-~]*A[^!-~]*1[^!-~]*U[^!-~]*d[^!-~]*H[^!-~]*[g-v])[^-]*-----END CERTIFICATE-----)+[^-]*$')",message="every certificate must carry X.509 name constraints that keep it to the artifact server: each goes into every node's OS trust store, where every program trusts it for every name it vouches for (see the README's Security model; bpa lint --policy checks the names)"
 	CABundle string `json:"caBundle"`
 
 	// AptKey is the ASCII-armored OpenPGP public key that signs the server's apt repository
