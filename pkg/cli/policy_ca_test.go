@@ -63,7 +63,7 @@ spec:
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "BPAPolicy default: spec.artifactServers[0].caBundle: Invalid value: "+tc.constraints)
 
-			out, _, err := bpa(t, "lint", "-f", f)
+			_, out, err := bpa(t, "lint", "-f", f) // problems go to stderr
 			var exit *ExitError
 			require.ErrorAs(t, err, &exit, "lint exits 1")
 			want := "BPAPolicy/default: spec.artifactServers[0].caBundle: Invalid value: "
