@@ -25,7 +25,6 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 )
@@ -298,11 +297,11 @@ func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus,
 		cached := map[string]bool{} // the facts each earlier operation of the step's container gathered
 		for i, op := range step.Operations {
 			n++
-			o, err := runkubespray.ForOperation(params, op, i)
+			o, err := kubespray.RunOptionsFor(params, op, i)
 			if err != nil {
 				return nil, err
 			}
-			inv, err := runkubespray.Build(o, o.AnsiblePlaybook, nil)
+			inv, err := kubespray.Build(o, o.AnsiblePlaybook, nil)
 			if err != nil {
 				return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
 			}
@@ -380,7 +379,7 @@ func printPlan(w io.Writer, change *translator.ChangePlan, plan []plannedStep) e
 				fmt.Fprintf(w, "# drains each node: grace period %vs, timeout %v, %v retries (spec.nodeRemoval)\n", op.Operation.Vars["drain_grace_period"], t, op.Operation.Vars["drain_retries"])
 			}
 			fmt.Fprintf(w, "%s\n\n# hosts.ini (-i %s%s)\n%s\n# vars.yaml (-e @%s)\n%s\n",
-				strings.Join(quoted, " "), op.Argv[2], without, op.Inventory, runkubespray.DefaultOptions().ExtraVars, op.Vars)
+				strings.Join(quoted, " "), op.Argv[2], without, op.Inventory, kubespray.DefaultRunOptions().ExtraVars, op.Vars)
 		}
 	}
 	return nil
