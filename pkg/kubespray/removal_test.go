@@ -53,6 +53,8 @@ func TestWithoutDeadHosts(t *testing.T) {
 	assert.EqualError(t, err, "NodeUnreachable: cannot reach node w2 over SSH to drain and reset it before removal (w2: connection refused); nothing was run. "+
 		"Bring the host back, or set spec.nodeRemoval.allowUngraceful: true to remove it without draining or resetting it")
 
-	_, err = WithoutDeadHosts(ops, true, func([]string) ([]string, []string, error) { return nil, nil, errors.New("answers but cannot be logged in to") })
+	_, err = WithoutDeadHosts(ops, true, func([]string) ([]string, []string, error) {
+		return nil, nil, errors.New("answers but cannot be logged in to")
+	})
 	assert.EqualError(t, err, "answers but cannot be logged in to")
 }
