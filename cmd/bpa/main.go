@@ -6,10 +6,13 @@ import (
 	"os"
 
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
+	"github.com/akraino-edge-stack/bpa/pkg/steps"
 )
 
 func main() {
-	if err := cli.NewRootCommand().Execute(); err != nil {
+	root := cli.NewRootCommand()
+	root.AddCommand(steps.Command())
+	if err := root.Execute(); err != nil {
 		os.Exit(cli.ExitCode(err))
 	}
 }
