@@ -22,8 +22,9 @@ build: ## Build bin/bpa
 	$(GO) build -o $(BIN)/bpa ./cmd/bpa && ln -f $(BIN)/bpa $(BIN)/kubectl-bpa
 
 .PHONY: generate
-generate: ## Generate deepcopy code (controller-gen, run as a Go tool)
+generate: ## Generate deepcopy code (controller-gen, run as a Go tool) and the ad-hoc run of workflowtemplates/provision.yaml (pkg/translator)
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
+	$(GO) run ./hack/gen-workflowtemplates
 
 .PHONY: manifests
 manifests: ## Generate CRDs (controller-gen) into config/crd/bases
@@ -32,7 +33,7 @@ manifests: ## Generate CRDs (controller-gen) into config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=bpa-controller paths=./pkg/controller/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated
-verify-generated: ## Fail if the generated CRDs, RBAC or deepcopy are stale
+verify-generated: ## Fail if the generated CRDs, RBAC, deepcopy or WorkflowTemplate DAG are stale
 	hack/verify-generated.sh
 
 ##@ Test

@@ -3,7 +3,7 @@
 # file can never land. The working tree is left as it was either way.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-files=(pkg/apis/bpa/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml)
+files=(pkg/apis/bpa/v1alpha1/zz_generated.deepcopy.go config/crd/bases/*.yaml config/rbac/role.yaml workflowtemplates/provision.yaml)
 snap=$(mktemp -d)
 trap 'rm -rf "$snap"' EXIT
 for f in "${files[@]}"; do mkdir -p "$snap/$(dirname "$f")"; cp "$f" "$snap/$f"; done

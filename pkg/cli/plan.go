@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -19,11 +18,9 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
-	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 )
@@ -248,8 +245,8 @@ type planDocument struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 	// ArtifactsCA is where run-kubespray installs the artifact server's CA before each
 	// playbook that downloads, when the site policy gives one.
-	ArtifactsCA string        `json:"artifactsCA,omitempty"`
-	Steps       []plannedStep `json:"steps"`
+	ArtifactsCA string                   `json:"artifactsCA,omitempty"`
+	Steps       []translator.PlannedStep `json:"steps"`
 }
 
 // readApplied reads the cluster as it is from a whole Provisioning, a `status:` document, a
@@ -287,114 +284,17 @@ func readApplied(file string) (*bpav1.ProvisioningStatus, error) {
 	return st, nil
 }
 
-// plannedStep is a step of the plan with its operations as run-kubespray executes them
-// (they replace the Step's own in JSON: the outer field wins).
-type plannedStep struct {
-	translator.Step
-	Operations []plannedOperation `json:"operations"`
-}
-
-// plannedOperation is one operation as run-kubespray executes it.
-type plannedOperation struct {
-	kubespray.Operation
-	Argv      []string `json:"argv"`
-	Inventory string   `json:"inventory"`
-	Vars      string   `json:"vars"`
-}
-
-// planOf builds the operations with the functions the steps use: render-inventory's
-// inventory.Render and ExtraVars, run-kubespray's ForOperation, Build and the inventory
-// without the removed nodes, and the release's rules.
-func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *translator.ChangePlan, ca bool) ([]plannedStep, error) {
+// planOf builds the operations as the steps run them (translator.PlanOperations), with the
+// inventory options `bpa inventory` would use for p.
+func planOf(cmd *cobra.Command, p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *translator.ChangePlan, ca bool) ([]translator.PlannedStep, error) {
 	opts, err := inventoryOptions(cmd, p, "", "")
 	if err != nil {
 		return nil, err
 	}
-	ini, _, err := inventory.Render(hosts, opts)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: %w", err)
-	}
-	caPath := ""
-	if ca {
-		caPath = bpav1.ArtifactsCAPath
-	}
-	vars, err := inventory.ExtraVarsWithCA(&p.Spec, caPath)
-	if err != nil {
-		return nil, err
-	}
-	params, err := translator.ProvisioningParameters(p)
-	if err != nil {
-		return nil, err
-	}
-	profile, patch, err := kubespray.ProfileForImage(params["kubespray-image"])
-	if err != nil {
-		return nil, err
-	}
-	decoded, err := inventory.ReadVars(vars)
-	if err != nil {
-		return nil, err
-	}
-	data, err := inventory.NewData(hosts, opts.Flavor)
-	if err != nil {
-		return nil, err
-	}
-	var out []plannedStep
-	n := 0
-	for _, step := range change.Steps {
-		ps := plannedStep{Step: step}
-		cached := map[string]bool{} // the facts each earlier operation of the step's container gathered
-		for i, op := range step.Operations {
-			n++
-			o, err := runkubespray.ForOperation(params, op, i)
-			if err != nil {
-				return nil, err
-			}
-			inv, err := runkubespray.Build(o, o.AnsiblePlaybook, nil)
-			if err != nil {
-				return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
-			}
-			opIni := ini
-			if len(op.Without) > 0 {
-				if opIni, err = inventory.Without(ini, op.Without); err != nil {
-					return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
-				}
-			}
-			// The groups without the removed nodes, as run-kubespray's inventory.Without leaves
-			// them: between two etcd removals they may hold an even number of etcd members,
-			// which NewData refuses and kubespray's own check (the profile's) judges.
-			groups := kubespray.Inventory{}
-			for g, names := range kubesprayGroups(data) {
-				groups[g] = slices.DeleteFunc(slices.Clone(names), func(h string) bool { return slices.Contains(op.Without, h) })
-			}
-			if errs := profile.CheckPlaybook(op, groups, decoded, patch, func(h string) bool { return cached[h] }); len(errs) > 0 {
-				return nil, fmt.Errorf("operation %d (%s): kubespray %s.%d would refuse it: %w", n, op.Playbook, profile.Minor, patch, errs[0])
-			}
-			if op.Playbook != kubespray.Reset {
-				for _, h := range groups.Hosts(op.Limit) {
-					cached[h] = true
-				}
-			}
-			ps.Operations = append(ps.Operations, plannedOperation{Operation: op, Argv: inv.Args, Inventory: string(opIni), Vars: string(vars)})
-		}
-		out = append(out, ps)
-	}
-	return out, nil
+	return translator.PlanOperations(p, hosts, change, opts, ca)
 }
 
-// kubesprayGroups is the inventory as kubespray's rules see it, whichever the flavour.
-func kubesprayGroups(d inventory.Data) kubespray.Inventory {
-	names := func(hs []inventory.Host) []string {
-		var out []string
-		for _, h := range hs {
-			out = append(out, h.Name)
-		}
-		return out
-	}
-	return kubespray.Inventory{"all": names(d.Hosts), "kube_control_plane": names(d.Masters), "etcd": names(d.Etcd),
-		"kube_node": names(d.Workers), "k8s_cluster": names(d.Hosts)}
-}
-
-func printPlan(w io.Writer, change *translator.ChangePlan, plan []plannedStep) error {
+func printPlan(w io.Writer, change *translator.ChangePlan, plan []translator.PlannedStep) error {
 	fmt.Fprintf(w, "# Plan: %d step(s), to kubespray %s and Kubernetes %s\n", len(plan), change.KubesprayVersion, change.KubernetesVersion)
 	if len(plan) == 0 {
 		fmt.Fprintln(w, "# Nothing to do: the cluster is what the spec asks for.")
@@ -427,13 +327,13 @@ func printPlan(w io.Writer, change *translator.ChangePlan, plan []plannedStep) e
 				fmt.Fprintf(w, "# drains each node: grace period %vs, timeout %v, %v retries (spec.nodeRemoval)\n", op.Operation.Vars["drain_grace_period"], t, op.Operation.Vars["drain_retries"])
 			}
 			fmt.Fprintf(w, "%s\n\n# hosts.ini (-i %s%s)\n%s\n# vars.yaml (-e @%s)\n%s\n",
-				strings.Join(quoted, " "), op.Argv[2], without, op.Inventory, runkubespray.DefaultOptions().ExtraVars, op.Vars)
+				strings.Join(quoted, " "), op.Argv[2], without, op.Inventory, kubespray.DefaultRunOptions().ExtraVars, op.Vars)
 		}
 	}
 	return nil
 }
 
-func writePlan(dir string, change *translator.ChangePlan, plan []plannedStep) error {
+func writePlan(dir string, change *translator.ChangePlan, plan []translator.PlannedStep) error {
 	files := map[string][]byte{}
 	n := 0
 	for _, step := range plan {

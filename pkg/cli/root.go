@@ -36,6 +36,14 @@ func registerKube(use kubeUse, f func(*kubeFlags) *cobra.Command) {
 	})
 }
 
+// InCluster marks cmd, `bpa step`, as run in a pod: its steps take the pod's in-cluster
+// config (or $KUBECONFIG) and their own --namespace, and refuse the root's --kubeconfig
+// and --context. cmd/bpa adds it, so that pkg/cli imports no step.
+func InCluster(cmd *cobra.Command) *cobra.Command {
+	markKubeUse(cmd, kubeInCluster)
+	return cmd
+}
+
 // NewRootCommand builds the `bpa` command tree.
 func NewRootCommand() *cobra.Command {
 	k := newKubeFlags()

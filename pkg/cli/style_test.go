@@ -42,7 +42,6 @@ func TestKubeconfigFlagsAreTheRoots(t *testing.T) {
 		{[]string{"artifacts", "ls", "--namespace", "a"}, "--namespace does not apply to bpa artifacts ls: it works across namespaces"},
 		{[]string{"lint", "--kubeconfig", missing}, "--kubeconfig does not apply to bpa lint: it reads no cluster"},
 		{[]string{"hosts", "--context", "x", "-f", "cr.yaml", "--bmh", "hosts.yaml"}, "--context does not apply to bpa hosts: it reads no cluster"},
-		{[]string{"step", "lookup", "--kubeconfig", missing}, "--kubeconfig does not apply to bpa step lookup: a step uses its pod's in-cluster config"},
 		{[]string{"plan", "-f", examples + "provisioning-by-mac.yaml", "--bmh", examples + "bmh/provisioning-by-mac.yaml", "-n", "a"},
 			"--kubeconfig, --context and -n apply to --live NAME"},
 	} {
@@ -51,11 +50,6 @@ func TestKubeconfigFlagsAreTheRoots(t *testing.T) {
 			requireExit2(t, err, c.want)
 		})
 	}
-
-	// A step keeps its own --namespace (default $POD_NAMESPACE), which shadows the root's.
-	cmd, _, err := root.Find([]string{"step", "lookup"})
-	require.NoError(t, err)
-	assert.NotNil(t, cmd.LocalFlags().Lookup("namespace"))
 }
 
 // Issue 27, item 4: hosts prints a table, or with -o yaml|json the list discover-hosts

@@ -24,7 +24,8 @@ import (
 // maxOperations is how many operations status.operations keeps.
 const maxOperations = 10
 
-// planOf reads the plan a Workflow carries, or nil (a run started with `argo submit --from`).
+// planOf reads the plan a Workflow carries, or nil (a run started with `argo submit --from`,
+// whose plan adHocPlan reads).
 func planOf(wf *wfv1.Workflow) *translator.ChangePlan {
 	raw := wf.Annotations[translator.PlanAnnotation]
 	if raw == "" {
@@ -37,10 +38,13 @@ func planOf(wf *wfv1.Workflow) *translator.ChangePlan {
 	return c
 }
 
-// ProvisioningSteps are the steps a Provisioning's Workflow runs: its plan's, or the
-// create shape for a run without one.
+// ProvisioningSteps are the steps a Provisioning's Workflow runs: its plan's (an ad-hoc
+// run's once it is planned), or the create shape for a run without one.
 func ProvisioningSteps(wf *wfv1.Workflow) []string {
 	if c := planOf(wf); c != nil {
+		return translator.StepsOf(c)
+	}
+	if c, _ := adHocPlan(wf); c != nil {
 		return translator.StepsOf(c)
 	}
 	return translator.ProvisioningSteps
@@ -52,18 +56,21 @@ func ProvisioningSteps(wf *wfv1.Workflow) []string {
 // one resumed by `argo retry`, changes nothing twice.
 func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
 	// Only a Workflow this Provisioning made says what its cluster is: anyone who may create
-	// Workflows can label one with the CR's name, but not make the CR its controller.
+	// Workflows can label one with the CR's name, but not make the CR its controller. An
+	// ad-hoc run's plan counts once it checks out against the CR.
 	c := planOf(wf)
+	gen, _ := strconv.ParseInt(wf.Labels[translator.GenerationLabel], 10, 64)
 	if c == nil || !metav1.IsControlledBy(wf, p) {
-		seedApplied(p, o)
-		return
+		if c, gen = trustedAdHocPlan(p, wf); c == nil {
+			seedApplied(p, o)
+			return
+		}
 	}
 	phase := map[string]bpav1.StepStatus{}
 	for _, s := range o.Steps {
 		phase[s.Name] = s
 	}
 	p.Status.Plan = p.Status.Plan[:0]
-	gen, _ := strconv.ParseInt(wf.Labels[translator.GenerationLabel], 10, 64)
 	// A removal is folded in only once verify found the removed Nodes gone: kubespray exits 0
 	// on a name that matches no host, removing nothing. Until then the node stays applied
 	// and the next run removes it again, which is safe: kubespray's pre_remove skips a name

@@ -176,10 +176,11 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 	}
 }
 
-// observedSteps are the step names of every kind the controller mirrors.
+// observedSteps are the step names of every kind the controller mirrors, and the plan task
+// of an ad-hoc run (adHocPlan).
 var observedSteps = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps) {
+	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, []string{translator.AdHocPlanTask}) {
 		m[s] = true
 	}
 	return m

@@ -13,15 +13,21 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
 
-// Groups an inventory may hold: kubespray's (roles/validate_inventory and its sample
-// inventory; calico_rr for Calico route reflectors) and the KUD layout's (templates/kud.ini.tmpl:
-// kubespray's older dashed names and KUD's own add-on groups). Anything else is a group no
-// play of BPA's targets, or one that changes how Ansible connects (kubespray's bastion).
-var allowedGroups = map[string]bool{
-	"all": true, "ungrouped": true,
-	"kube_control_plane": true, "etcd": true, "kube_node": true, "k8s_cluster": true, "calico_rr": true,
-	"kube-master": true, "kube-node": true, "k8s-cluster": true, "ovn-central": true, "ovn-controller": true, "virtlet": true,
-}
+// kudGroups are the groups of the KUD layout (templates/kud.ini.tmpl) beyond kubespray's:
+// kubespray's older dashed names, which its boilerplate.yml maps (kubespray.LegacyGroups),
+// and KUD's own add-on groups.
+var kudGroups = []string{"kube-master", "kube-node", "k8s-cluster", "ovn-central", "ovn-controller", "virtlet"}
+
+// Groups an inventory may hold: Ansible's own, kubespray's (kubespray.InventoryGroups) and
+// the KUD layout's. Anything else is a group no play of BPA's targets, or one that changes
+// how Ansible connects (kubespray's bastion).
+var allowedGroups = func() map[string]bool {
+	allowed := map[string]bool{"all": true, "ungrouped": true}
+	for _, g := range append(kubespray.InventoryGroups(), kudGroups...) {
+		allowed[g] = true
+	}
+	return allowed
+}()
 
 // hostVars are the host variables an inventory may set. ansible_host is where Ansible
 // connects, ip the address kubespray binds to and access_ip the one other nodes use: each

@@ -21,6 +21,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
 )
 
@@ -52,6 +53,19 @@ type Data struct {
 	Masters []Host
 	Workers []Host
 	Etcd    []Host
+}
+
+// Groups is d as kubespray's rules see it (kubespray.Inventory), whichever the flavour,
+// with the group names of g.
+func (d Data) Groups(g kubespray.Groups) kubespray.Inventory {
+	names := func(hs []Host) []string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.Name)
+		}
+		return out
+	}
+	return g.Of(names(d.Hosts), names(d.Masters), names(d.Etcd), names(d.Workers))
 }
 
 // Options choose the template.

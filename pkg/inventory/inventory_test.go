@@ -337,3 +337,14 @@ func sorted(s []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// The groups an inventory may hold come from pkg/kubespray and the KUD layout: the same set
+// as when they were written out here.
+func TestAllowedGroups(t *testing.T) {
+	var got []string
+	for g := range allowedGroups {
+		got = append(got, g)
+	}
+	assert.ElementsMatch(t, []string{"all", "ungrouped", "kube_control_plane", "etcd", "kube_node", "k8s_cluster", "calico_rr",
+		"kube-master", "kube-node", "k8s-cluster", "ovn-central", "ovn-controller", "virtlet"}, got)
+}

@@ -14,6 +14,7 @@ package kubespray
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,27 @@ var VersionVars = []string{
 var DerivedVersionVars = []string{"etcd_version", "pod_infra_version"}
 
 var standardGroups = Groups{ControlPlane: "kube_control_plane", Etcd: "etcd", Node: "kube_node", Cluster: "k8s_cluster"}
+
+// CalicoRR is the group of Calico's route reflectors (kubespray's sample inventory and
+// remove-node.yml's default hosts); no play of BPA's targets it, but an inventory may hold it.
+const CalicoRR = "calico_rr"
+
+// InventoryGroups lists the groups an inventory for kubespray may name: every supported
+// release's Groups and CalicoRR, today's names (LegacyGroups maps the older ones), sorted.
+func InventoryGroups() []string {
+	out := []string{CalicoRR}
+	for _, p := range Profiles {
+		out = append(out, p.Groups.ControlPlane, p.Groups.Etcd, p.Groups.Node, p.Groups.Cluster)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Of maps each of these groups to its hosts: control-plane, etcd and worker hosts, and
+// every host in Cluster and "all", as kubespray's rules see an inventory (Inventory).
+func (g Groups) Of(all, controlPlane, etcd, workers []string) Inventory {
+	return Inventory{"all": all, g.ControlPlane: controlPlane, g.Etcd: etcd, g.Node: workers, g.Cluster: all}
+}
 
 // The top-level playbooks of both releases; facts.yml has no top-level twin.
 var standardPlaybooks = map[Playbook]string{

@@ -173,6 +173,38 @@ const (
 // pure: it reads the spec, status.applied and the rerun and delete-nodes annotations. An
 // empty plan means there is nothing kubespray needs to do.
 func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
+	pl, err := newPlanner(p)
+	if err != nil {
+		return nil, err
+	}
+	return pl.run()
+}
+
+// planner plans one run, a phase at a time, in the order the run's steps come: removals,
+// control plane, proxies, workers, then an upgrade or a reconfiguration.
+type planner struct {
+	p       *bpav1.Provisioning
+	profile *kubespray.Profile
+	// kube is the Kubernetes release the spec asks for, and kubeField the field that says so.
+	kube      kubespray.KubeVersion
+	kubeField string
+	desired   []hostmatch.Node
+	applied   *bpav1.AppliedState
+	d         nodeDiff
+	// upgrade says what the upgrade is, "" for none.
+	upgrade string
+	// rerun is why the cluster is reconfigured when nothing else is to be done, "" for not.
+	rerun string
+	plan  *ChangePlan
+	// gone are the nodes the steps planned so far remove: later operations leave them out.
+	gone []string
+	// proxiesWhy says what changed in the control plane since the last cluster.yml on every
+	// host: the apiserver proxies of the other nodes must learn of it (update-node-proxies).
+	proxiesWhy []string
+}
+
+// newPlanner reads what the spec asks for: the releases, the settings and the nodes.
+func newPlanner(p *bpav1.Provisioning) (*planner, error) {
 	params, err := ProvisioningParameters(p)
 	if err != nil {
 		return nil, err
@@ -181,23 +213,9 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec.kubespray.version: %w", err)
 	}
-	kube := profile.DefaultKube(patch) // kube_version's default: the newest of kubelet_checksums
-	field, version := "spec.kubernetes.version", ""
-	if p.Spec.Kubernetes != nil {
-		version = p.Spec.Kubernetes.Version
-	}
-	if k := p.Spec.Kubespray; version == "" && k != nil && k.ExtraVars["kube_version"].Raw != nil {
-		// Set as a kubespray variable instead: the planner must see it too, or a downgrade
-		// would reach the nodes as a mere settings change.
-		field = "spec.kubespray.extraVars.kube_version"
-		if err := json.Unmarshal(k.ExtraVars["kube_version"].Raw, &version); err != nil {
-			return nil, fmt.Errorf("%s: want a version string such as 1.32.5", field)
-		}
-	}
-	if version != "" {
-		if kube, err = kubespray.ParseKubeVersion(version); err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
+	pl := &planner{p: p, profile: profile, applied: p.Status.Applied}
+	if pl.kube, pl.kubeField, err = kubeOf(p, profile.DefaultKube(patch)); err != nil {
+		return nil, err
 	}
 	_, release, _ := strings.Cut(params["kubespray-image"], ":")
 	settings, err := SettingsDigest(&p.Spec)
@@ -208,88 +226,139 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	plan := &ChangePlan{KubesprayVersion: release, KubernetesVersion: kube.String(), Settings: settings, Immutable: immutable}
-
-	desired, err := hostmatch.Desired(p)
-	if err != nil {
+	pl.plan = &ChangePlan{KubesprayVersion: release, KubernetesVersion: pl.kube.String(), Settings: settings, Immutable: immutable}
+	if pl.desired, err = hostmatch.Desired(p); err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	applied := p.Status.Applied
-	if applied == nil || len(applied.Hosts) == 0 {
-		const reason = "build the cluster on every host"
-		plan.Steps = []Step{{Name: StepCreate, Reason: reason, Operations: []kubespray.Operation{kubespray.CreateCluster(reason)}, Adds: true}}
-		return plan, nil
+	if rerunRequested(p) {
+		pl.rerun = fmt.Sprintf("rerun requested (%s=%s)", bpav1.RerunAnnotation, p.Annotations[bpav1.RerunAnnotation])
 	}
+	return pl, nil
+}
 
-	if err := refuseImmutable(&p.Spec, applied.Immutable, immutable); err != nil {
-		return nil, err
+// kubeOf is the Kubernetes release the spec asks for (def when it names none) and the field
+// that names it.
+func kubeOf(p *bpav1.Provisioning, def kubespray.KubeVersion) (kubespray.KubeVersion, string, error) {
+	field, version := "spec.kubernetes.version", ""
+	if p.Spec.Kubernetes != nil {
+		version = p.Spec.Kubernetes.Version
 	}
-	d := diff(applied.Hosts, desired)
-	if err := d.refuse(applied.Hosts); err != nil {
-		return nil, err
+	if k := p.Spec.Kubespray; version == "" && k != nil && k.ExtraVars["kube_version"].Raw != nil {
+		// Set as a kubespray variable instead: the planner must see it too, or a downgrade
+		// would reach the nodes as a mere settings change.
+		field = "spec.kubespray.extraVars.kube_version"
+		if err := json.Unmarshal(k.ExtraVars["kube_version"].Raw, &version); err != nil {
+			return def, field, fmt.Errorf("%s: want a version string such as 1.32.5", field)
+		}
 	}
-	upgrade, err := versionChange(applied, plan, kube, field)
+	if version == "" {
+		return def, field, nil
+	}
+	kube, err := kubespray.ParseKubeVersion(version)
 	if err != nil {
+		return def, field, fmt.Errorf("%s: %w", field, err)
+	}
+	return kube, field, nil
+}
+
+// run plans every phase, or refuses the change.
+func (pl *planner) run() (*ChangePlan, error) {
+	if pl.applied == nil || len(pl.applied.Hosts) == 0 {
+		const reason = "build the cluster on every host"
+		pl.plan.Steps = []Step{{Name: StepCreate, Reason: reason, Operations: []kubespray.Operation{kubespray.CreateCluster(reason)}, Adds: true}}
+		return pl.plan, nil
+	}
+	if err := pl.refuse(); err != nil {
 		return nil, err
 	}
-	if upgrade != "" && len(d.added)+len(d.removed) > 0 {
-		if applied.KubesprayVersion != plan.KubesprayVersion {
+	pl.removals()
+	pl.controlPlane()
+	pl.proxies()
+	pl.workers()
+	pl.upgradeOrReconfigure()
+	return pl.plan, nil
+}
+
+// refuse diffs the nodes and returns the first rule the change breaks; it finds the
+// upgrade too.
+func (pl *planner) refuse() error {
+	if err := refuseImmutable(&pl.p.Spec, pl.applied.Immutable, pl.plan.Immutable); err != nil {
+		return err
+	}
+	pl.d = diff(pl.applied.Hosts, pl.desired)
+	if err := pl.d.refuse(pl.applied.Hosts); err != nil {
+		return err
+	}
+	var err error
+	if pl.upgrade, err = versionChange(pl.applied, pl.plan, pl.kube, pl.kubeField); err != nil {
+		return err
+	}
+	if pl.upgrade != "" && len(pl.d.added)+len(pl.d.removed) > 0 {
+		field := pl.kubeField
+		if pl.applied.KubesprayVersion != pl.plan.KubesprayVersion {
 			field = "spec.kubespray.version"
 		}
-		return nil, &Refusal{field, ReasonUpgradeWithChanges, fmt.Sprintf("%s, and the nodes change too (%s): kubespray upgrades an unchanged node set (docs/operations/upgrades.md); make the node changes and the upgrade in separate edits",
-			upgrade, d.describe())}
+		return &Refusal{field, ReasonUpgradeWithChanges, fmt.Sprintf("%s, and the nodes change too (%s): kubespray upgrades an unchanged node set (docs/operations/upgrades.md); make the node changes and the upgrade in separate edits",
+			pl.upgrade, pl.d.describe())}
 	}
+	return nil
+}
 
-	var gone []string
-	// etcdLeft counts the applied etcd members an operation's inventory still holds.
-	etcdLeft := func() int {
-		n := 0
-		for _, h := range applied.Hosts {
-			if h.Etcd && !h.Removing && !slices.Contains(gone, h.Name) {
-				n++
-			}
+// add appends a step.
+func (pl *planner) add(s Step) { pl.plan.Steps = append(pl.plan.Steps, s) }
+
+// without is the inventory's hosts to leave out for the next operation: those removed so far.
+func (pl *planner) without() []string { return slices.Clone(pl.gone) }
+
+// etcdLeft counts the applied etcd members the next operation's inventory still holds.
+func (pl *planner) etcdLeft() int {
+	n := 0
+	for _, h := range pl.applied.Hosts {
+		if h.Etcd && !h.Removing && !slices.Contains(pl.gone, h.Name) {
+			n++
 		}
-		return n
 	}
-	remove := func(name string, nodes []string) {
-		op := kubespray.RemoveNodes(nodes, false, fmt.Sprintf("remove %s", strings.Join(nodes, ", ")))
-		maps.Copy(op.Vars, drainVars(p.Spec.NodeRemoval))
-		if etcdLeft()%2 == 0 {
-			// Between two etcd removals the inventory holds an even number of members, which
-			// v2.28's boilerplate.yml refuses ("Stop if even number of etcd hosts",
-			// roles/validate_inventory) even in remove_node.yml: as kubespray's own procedure
-			// for adding etcd members passes the even state in between (nodes.md).
-			op.Vars["ignore_assert_errors"] = "yes"
-		}
-		op.Without = slices.Clone(gone)
-		gone = append(gone, nodes...)
-		allow := p.Spec.NodeRemoval != nil && p.Spec.NodeRemoval.AllowUngraceful
-		plan.Steps = append(plan.Steps, Step{Name: name, Nodes: nodes, Reason: fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", ")),
-			Operations: []kubespray.Operation{op}, AllowUngraceful: allow, Removes: true})
+	return n
+}
+
+// remove plans the step name: remove-node.yml for nodes, which then leave every later
+// operation's inventory.
+func (pl *planner) remove(name string, nodes []string) {
+	op := kubespray.RemoveNodes(nodes, false, fmt.Sprintf("remove %s", strings.Join(nodes, ", ")))
+	maps.Copy(op.Vars, drainVars(pl.p.Spec.NodeRemoval))
+	if pl.etcdLeft()%2 == 0 {
+		// Between two etcd removals the inventory holds an even number of members, which
+		// v2.28's boilerplate.yml refuses ("Stop if even number of etcd hosts",
+		// roles/validate_inventory) even in remove_node.yml: as kubespray's own procedure
+		// for adding etcd members passes the even state in between (nodes.md).
+		op.Vars["ignore_assert_errors"] = "yes"
 	}
-	if len(d.removedWorkers) > 0 {
-		remove(StepRemoveWorkers, d.removedWorkers)
+	op.Without = pl.without()
+	pl.gone = append(pl.gone, nodes...)
+	allow := pl.p.Spec.NodeRemoval != nil && pl.p.Spec.NodeRemoval.AllowUngraceful
+	pl.add(Step{Name: name, Nodes: nodes, Reason: fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", ")),
+		Operations: []kubespray.Operation{op}, AllowUngraceful: allow, Removes: true})
+}
+
+// removals plans the nodes that leave: the workers together, then the masters without etcd
+// together, then each etcd member in a run of its own, as docs/operations/nodes.md
+// ("Removing an etcd node") removes one: remove-etcd-node's `kubectl get nodes {{ node }}`
+// takes one name, not node=a,b. Each is a DAG task of its own, so `argo retry` resumes after
+// the members already gone.
+func (pl *planner) removals() {
+	if len(pl.d.removedWorkers) > 0 {
+		pl.remove(StepRemoveWorkers, pl.d.removedWorkers)
 	}
-	// The apiserver proxy on each node outside the control plane (kubespray puts one on
-	// every such host) must list the control plane as it ends up: one update-node-proxies
-	// after the last control-plane change, unless a cluster.yml on every host already comes
-	// after it (reconfigure-etcd, a master without etcd joining, reconfigure). proxiesWhy
-	// says what changed.
-	var proxiesWhy []string
-	// Masters without etcd leave together; each etcd member in a run of its own, as
-	// docs/operations/nodes.md ("Removing an etcd node") removes one: remove-etcd-node's
-	// `kubectl get nodes {{ node }}` takes one name, not node=a,b. Each is a DAG task of its
-	// own, so `argo retry` resumes after the members already gone.
-	plainMasters, etcdMembers := d.removedMastersByEtcd(applied.Hosts)
-	removals := 0
+	plainMasters, etcdMembers := pl.d.removedMastersByEtcd(pl.applied.Hosts)
+	n := 0
 	removeMasters := func(nodes []string) {
-		removals++
-		remove(Numbered(StepRemoveControlPlane, removals), nodes)
+		n++
+		pl.remove(Numbered(StepRemoveControlPlane, n), nodes)
 	}
 	if len(plainMasters) > 0 {
 		removeMasters(plainMasters)
 		if len(etcdMembers) == 0 { // reconfigure-etcd runs cluster.yml on every host anyway
-			proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s left", strings.Join(plainMasters, ", ")))
+			pl.proxiesWhy = append(pl.proxiesWhy, fmt.Sprintf("control-plane node %s left", strings.Join(plainMasters, ", ")))
 		}
 	}
 	for _, m := range etcdMembers {
@@ -301,84 +370,117 @@ func PlanChange(p *bpav1.Provisioning) (*ChangePlan, error) {
 		// two removals holds an even number of members, which cluster.yml refuses. A task of
 		// its own: `argo retry` after it failed does not remove the nodes again.
 		reason := fmt.Sprintf("etcd member %s left: reconfigure the remaining nodes (docs/operations/nodes.md)", strings.Join(etcdMembers, ", "))
-		plan.Steps = append(plan.Steps, Step{Name: StepReconfigureEtcd, Reason: reason,
-			Operations: []kubespray.Operation{{Playbook: kubespray.Cluster, Without: slices.Clone(gone), Reason: reason}}})
+		pl.add(Step{Name: StepReconfigureEtcd, Reason: reason,
+			Operations: []kubespray.Operation{{Playbook: kubespray.Cluster, Without: pl.without(), Reason: reason}}})
 	}
-	if len(d.addedMasters) > 0 && !d.addedEtcd {
+}
+
+// controlPlane plans the masters that join.
+func (pl *planner) controlPlane() {
+	added := pl.d.addedMasters
+	if len(added) == 0 {
+		return
+	}
+	reason := fmt.Sprintf("add control-plane node %s", strings.Join(added, ", "))
+	if !pl.d.addedEtcd {
 		// A control-plane node without etcd joins with cluster.yml on every host, so every
 		// node's apiserver proxy learns of it (docs/operations/nodes.md).
-		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
 		op := kubespray.CreateCluster(reason + " (cluster.yml on every host, so each node's apiserver proxy learns of it)")
-		op.Without = slices.Clone(gone)
-		plan.Steps = append(plan.Steps, Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason, Operations: []kubespray.Operation{op}, Adds: true})
-		proxiesWhy = nil
-	} else if len(d.addedMasters) > 0 {
-		limit := []string{profile.Groups.Etcd, profile.Groups.ControlPlane}
-		vars := map[string]any{"ignore_assert_errors": "yes"}
-		if d.addedEtcdCount > 1 {
-			// docs/operations/nodes.md ("Adding an etcd node"): several members joining in one
-			// run may find etcd still busy with the first join at roles/etcd's default of 4.
-			vars["etcd_retries"] = kubespray.ManyEtcdRetries
-		}
-		reason := fmt.Sprintf("add control-plane node %s", strings.Join(d.addedMasters, ", "))
-		// upgrade-cluster.yml drains the control-plane nodes it reconfigures
-		// (roles/upgrade/pre-upgrade): with the spec's drain settings, as an upgrade.
-		upgradeVars := drainVars(p.Spec.NodeRemoval)
-		maps.Copy(upgradeVars, vars)
-		// Two tasks, so `argo retry` after upgrade-cluster.yml failed does not install again;
-		// the nodes count as added once the second succeeded.
-		plan.Steps = append(plan.Steps,
-			Step{Name: StepAddControlPlane, Nodes: d.addedMasters, Reason: reason + ": install it", Operations: []kubespray.Operation{
-				{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: slices.Clone(gone), Reason: reason + ": install it"}}},
-			Step{Name: StepUpgradeControlPlane, Nodes: d.addedMasters, Reason: reason + ": reconfigure the control plane and etcd for it", Adds: true, Operations: []kubespray.Operation{
-				{Playbook: kubespray.Upgrade, Limit: limit, Vars: upgradeVars, Without: slices.Clone(gone), Reason: reason + ": reconfigure the control plane and etcd for it"}}})
-		proxiesWhy = append(proxiesWhy, fmt.Sprintf("control-plane node %s joined", strings.Join(d.addedMasters, ", ")))
+		op.Without = pl.without()
+		pl.add(Step{Name: StepAddControlPlane, Nodes: added, Reason: reason, Operations: []kubespray.Operation{op}, Adds: true})
+		pl.proxiesWhy = nil
+		return
+	}
+	limit := []string{pl.profile.Groups.Etcd, pl.profile.Groups.ControlPlane}
+	vars := map[string]any{"ignore_assert_errors": "yes"}
+	if pl.d.addedEtcdCount > 1 {
+		// docs/operations/nodes.md ("Adding an etcd node"): several members joining in one
+		// run may find etcd still busy with the first join at roles/etcd's default of 4.
+		vars["etcd_retries"] = kubespray.ManyEtcdRetries
+	}
+	// upgrade-cluster.yml drains the control-plane nodes it reconfigures
+	// (roles/upgrade/pre-upgrade): with the spec's drain settings, as an upgrade.
+	upgradeVars := drainVars(pl.p.Spec.NodeRemoval)
+	maps.Copy(upgradeVars, vars)
+	// Two tasks, so `argo retry` after upgrade-cluster.yml failed does not install again;
+	// the nodes count as added once the second succeeded.
+	install, reconfigure := reason+": install it", reason+": reconfigure the control plane and etcd for it"
+	pl.add(Step{Name: StepAddControlPlane, Nodes: added, Reason: install, Operations: []kubespray.Operation{
+		{Playbook: kubespray.Cluster, Limit: limit, Vars: vars, Without: pl.without(), Reason: install}}})
+	pl.add(Step{Name: StepUpgradeControlPlane, Nodes: added, Reason: reconfigure, Adds: true, Operations: []kubespray.Operation{
+		{Playbook: kubespray.Upgrade, Limit: limit, Vars: upgradeVars, Without: pl.without(), Reason: reconfigure}}})
+	pl.proxiesWhy = append(pl.proxiesWhy, fmt.Sprintf("control-plane node %s joined", strings.Join(added, ", ")))
+}
+
+// proxies plans update-node-proxies: the apiserver proxy on each node outside the control
+// plane (kubespray puts one on every such host) must list the control plane as it ends up.
+// One cluster.yml on every host after the last control-plane change, unless one already
+// comes after it (reconfigure-etcd, a master without etcd joining; reconfigure drops this
+// step). nodes.md then restarts nginx-proxy by hand; kubespray's static pod carries its
+// config's checksum (nginx-cfg-checksum, since kubespray #4862), so the kubelet restarts it
+// when cluster.yml changes the upstreams, and BPA runs nothing more.
+func (pl *planner) proxies() {
+	if len(pl.proxiesWhy) == 0 {
+		return
 	}
 	// Nodes added later in the run are left out: scale.yml configures their proxies.
 	// A set, not a scan per node: planning stays linear in nodes (20 pools of 5,000 once took
 	// 17-22 s of a shared reconcile worker here).
-	joining := make(map[string]bool, len(d.addedWorkers))
-	for _, n := range d.addedWorkers {
+	joining := make(map[string]bool, len(pl.d.addedWorkers))
+	for _, n := range pl.d.addedWorkers {
 		joining[n] = true
 	}
-	proxied := slices.ContainsFunc(desired, func(n hostmatch.Node) bool { return !n.Master && !joining[n.Name] })
-	if len(proxiesWhy) > 0 && proxied {
-		reason := strings.Join(proxiesWhy, "; ")
-		op := kubespray.CreateCluster(reason + ": cluster.yml on every host, so the apiserver proxy of each other node lists the control plane as it is now (docs/operations/nodes.md)")
-		op.Without = append(slices.Clone(gone), d.addedWorkers...)
-		plan.Steps = append(plan.Steps, Step{Name: StepUpdateNodeProxies, Reason: reason, Operations: []kubespray.Operation{op}})
+	if !slices.ContainsFunc(pl.desired, func(n hostmatch.Node) bool { return !n.Master && !joining[n.Name] }) {
+		return
 	}
-	if len(d.addedWorkers) > 0 {
-		reason := fmt.Sprintf("add worker %s", strings.Join(d.addedWorkers, ", "))
-		facts := kubespray.GatherFacts("gather every host's facts for scale.yml's --limit")
-		facts.Without = slices.Clone(gone)
-		scale := kubespray.ScaleNodes(d.addedWorkers, reason)
-		scale.Without = slices.Clone(gone)
-		plan.Steps = append(plan.Steps, Step{Name: StepScaleWorkers, Nodes: d.addedWorkers, Reason: reason, Operations: []kubespray.Operation{facts, scale}, Adds: true})
+	reason := strings.Join(pl.proxiesWhy, "; ")
+	op := kubespray.CreateCluster(reason + ": cluster.yml on every host, so the apiserver proxy of each other node lists the control plane as it is now (docs/operations/nodes.md)")
+	op.Without = append(pl.without(), pl.d.addedWorkers...)
+	pl.add(Step{Name: StepUpdateNodeProxies, Reason: reason, Operations: []kubespray.Operation{op}})
+}
+
+// workers plans the workers that join: facts.yml on every host, then scale.yml limited to
+// them, in one container so scale.yml finds the facts cache (nodes.md).
+func (pl *planner) workers() {
+	added := pl.d.addedWorkers
+	if len(added) == 0 {
+		return
 	}
-	if upgrade != "" {
-		op := kubespray.UpgradeCluster(upgrade)
-		op.Vars = drainVars(p.Spec.NodeRemoval) // roles/upgrade/pre-upgrade drains each node
-		plan.Steps = append(plan.Steps, Step{Name: StepUpgrade, Reason: upgrade, Operations: []kubespray.Operation{op}})
-		return plan, nil // upgrade-cluster.yml applies every other setting too
+	reason := fmt.Sprintf("add worker %s", strings.Join(added, ", "))
+	facts := kubespray.GatherFacts("gather every host's facts for scale.yml's --limit")
+	facts.Without = pl.without()
+	scale := kubespray.ScaleNodes(added, reason)
+	scale.Without = pl.without()
+	pl.add(Step{Name: StepScaleWorkers, Nodes: added, Reason: reason, Operations: []kubespray.Operation{facts, scale}, Adds: true})
+}
+
+// upgradeOrReconfigure plans upgrade-cluster.yml for a new release, which applies every
+// other setting too; else cluster.yml on every host when settings or workload roles
+// changed, or a rerun asks for it with nothing else to do.
+func (pl *planner) upgradeOrReconfigure() {
+	if pl.upgrade != "" {
+		op := kubespray.UpgradeCluster(pl.upgrade)
+		op.Vars = drainVars(pl.p.Spec.NodeRemoval) // roles/upgrade/pre-upgrade drains each node
+		pl.add(Step{Name: StepUpgrade, Reason: pl.upgrade, Operations: []kubespray.Operation{op}})
+		return
 	}
 	reconfigure := ""
 	switch {
-	case applied.Settings != plan.Settings:
+	case pl.applied.Settings != pl.plan.Settings:
 		reconfigure = "settings changed (kubespray variables, plugins, subnets or inventory)"
-	case len(d.roleChanged) > 0:
-		reconfigure = fmt.Sprintf("%s no longer run workloads, or now do", strings.Join(d.roleChanged, ", "))
-	case len(plan.Steps) == 0 && rerunRequested(p):
-		reconfigure = fmt.Sprintf("rerun requested (%s=%s)", bpav1.RerunAnnotation, p.Annotations[bpav1.RerunAnnotation])
+	case len(pl.d.roleChanged) > 0:
+		reconfigure = fmt.Sprintf("%s no longer run workloads, or now do", strings.Join(pl.d.roleChanged, ", "))
+	case len(pl.plan.Steps) == 0:
+		reconfigure = pl.rerun
 	}
-	if reconfigure != "" {
-		// cluster.yml on every host comes last anyway: no update-node-proxies before it.
-		plan.Steps = slices.DeleteFunc(plan.Steps, func(s Step) bool { return s.Name == StepUpdateNodeProxies })
-		op := kubespray.CreateCluster(reconfigure)
-		op.Without = slices.Clone(gone)
-		plan.Steps = append(plan.Steps, Step{Name: StepReconfigure, Reason: reconfigure, Operations: []kubespray.Operation{op}})
+	if reconfigure == "" {
+		return
 	}
-	return plan, nil
+	// cluster.yml on every host comes last anyway: no update-node-proxies before it.
+	pl.plan.Steps = slices.DeleteFunc(pl.plan.Steps, func(s Step) bool { return s.Name == StepUpdateNodeProxies })
+	op := kubespray.CreateCluster(reconfigure)
+	op.Without = pl.without()
+	pl.add(Step{Name: StepReconfigure, Reason: reconfigure, Operations: []kubespray.Operation{op}})
 }
 
 func rerunRequested(p *bpav1.Provisioning) bool {

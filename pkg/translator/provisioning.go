@@ -90,7 +90,8 @@ func StepsOf(c *ChangePlan) []string {
 // step (run-kubespray for a new cluster; remove-workers, add-control-plane, scale-workers,
 // upgrade, ... on day 2) → verify → publish-kubeconfig, each a templateRef into the
 // bpa-provision WorkflowTemplate. It returns a nil Workflow when the plan is empty, and a
-// *Refusal when the change is one BPA will not make.
+// *Refusal when the change is one BPA will not make. The template's ad-hoc `main` runs the
+// same tasks, built by the same functions (AdHocTemplates).
 //
 // KUD plugins need no task of their own: render-inventory hands them to the kubespray run
 // as the kud_plugins variable, which KUD's kubespray image acts on.
@@ -113,30 +114,9 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	params["artifacts-ca"] = opts.ArtifactsCA
 	wf.Spec.Arguments.Parameters = parameters(params, provisioningParameterOrder)
 
-	const t = workflowtemplates.Provision
-	cr, gen := wfParam("provisioning"), wfParam("generation")
-	ssh := []string{
-		"ssh-secret", wfParam("ssh-secret"), "ssh-user", wfParam("ssh-user"),
-		"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key"),
-	}
-	resolve := task("resolve-leases", t, "resolve-leases", "discover-hosts",
-		"provisioning", cr, "generation", gen, "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}")
-	if params["lease-source"] != string(bpav1.LeaseSourceBareMetalHost) {
-		resolve = task("resolve-leases", t, "resolve-leases-from-file", "discover-hosts",
-			"provisioning", cr, "generation", gen, "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}",
-			"lease-source", wfParam("lease-source"), "lease-host-path", wfParam("lease-host-path"),
-			"lease-pod-spec-patch", wfParam("lease-pod-spec-patch"))
-	}
-	// verify and publish-kubeconfig read resolve-leases' hosts: render-inventory passing them
-	// through too would store the 1,000-host list twice more in a finished Workflow.
-	hosts := "{{tasks.resolve-leases.outputs.parameters.hosts}}"
-	tasks := []wfv1.DAGTask{
-		task("discover-hosts", t, "discover-hosts", "", "provisioning", cr, "generation", gen),
-		resolve,
-		task("render-inventory", t, "render-inventory", "resolve-leases",
-			"provisioning", cr, "generation", gen, "hosts", "{{tasks.resolve-leases.outputs.parameters.hosts}}",
-			"artifacts-ca", wfParam("artifacts-ca")),
-	}
+	// The lease step is chosen here, from the CR; an ad-hoc run chooses it with `when`.
+	d := provisionDAG{ref: workflowtemplates.Provision, param: wfParam}
+	tasks := d.hostTasks("", params["lease-source"] != string(bpav1.LeaseSourceBareMetalHost))
 	// Each step after the last: `argo retry` resumes at the one that failed, and the ones
 	// before it, done, are not run again.
 	prev := "render-inventory"
@@ -145,18 +125,87 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		if err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, task(s.Name, t, "run-kubespray", prev, append([]string{
-			"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
-			"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
-			"kubespray-image", wfParam("kubespray-image"), "artifacts-ca", wfParam("artifacts-ca"),
-			"operations", string(ops), "allow-ungraceful", strconv.FormatBool(s.AllowUngraceful)}, ssh...)...))
+		tasks = append(tasks, d.kubesprayTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful)))
 		prev = s.Name
 	}
-	tasks = append(tasks,
-		// verify checks every Node reports the Kubernetes release the plan leads to.
-		task(StepVerify, t, "verify", prev, append([]string{"provisioning", cr, "hosts", hosts, "kubernetes-version", plan.KubernetesVersion}, ssh...)...),
-		task("publish-kubeconfig", t, "publish-kubeconfig", StepVerify, "provisioning", cr, "hosts", hosts),
-	)
+	tasks = append(tasks, d.finalTasks(prev, plan.KubernetesVersion)...)
 	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
 	return wf, nil
+}
+
+// provisionDAG builds the tasks of a Provisioning's DAG, for the controller's Workflows and
+// for the WorkflowTemplate's ad-hoc run alike: only where the values come from differs.
+type provisionDAG struct {
+	// ref is the WorkflowTemplate the tasks call by templateRef; "" calls the templates of
+	// the same WorkflowTemplate.
+	ref string
+	// param is the expression of a run parameter (ProvisioningParameterNames).
+	param func(name string) string
+	// resolvedHosts is the expression of the hosts resolve-leases found; "" for the task's
+	// output.
+	resolvedHosts string
+}
+
+func (d provisionDAG) task(name, tmpl, depends string, args ...string) wfv1.DAGTask {
+	t := task(name, d.ref, tmpl, depends, args...)
+	if d.ref == "" {
+		t.TemplateRef, t.Template = nil, tmpl
+	}
+	return t
+}
+
+func (d provisionDAG) hosts() string {
+	if d.resolvedHosts != "" {
+		return d.resolvedHosts
+	}
+	return "{{tasks.resolve-leases.outputs.parameters.hosts}}"
+}
+
+func (d provisionDAG) ssh() []string {
+	return []string{"ssh-secret", d.param("ssh-secret"), "ssh-user", d.param("ssh-user"),
+		"ssh-port", d.param("ssh-port"), "insecure-ignore-host-key", d.param("insecure-ignore-host-key")}
+}
+
+// leaseTask is resolve-leases: from the BareMetalHosts, or from a leases file.
+func (d provisionDAG) leaseTask(name string, fromFile bool) wfv1.DAGTask {
+	args := []string{"provisioning", d.param("provisioning"), "generation", d.param("generation"), "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}"}
+	if !fromFile {
+		return d.task(name, "resolve-leases", "discover-hosts", args...)
+	}
+	return d.task(name, "resolve-leases-from-file", "discover-hosts", append(args,
+		"lease-source", d.param("lease-source"), "lease-host-path", d.param("lease-host-path"),
+		"lease-pod-spec-patch", d.param("lease-pod-spec-patch"))...)
+}
+
+// hostTasks are discover-hosts (after first, unless ""), resolve-leases and
+// render-inventory.
+func (d provisionDAG) hostTasks(first string, leasesFromFile bool) []wfv1.DAGTask {
+	cr, gen := d.param("provisioning"), d.param("generation")
+	return []wfv1.DAGTask{
+		d.task("discover-hosts", "discover-hosts", first, "provisioning", cr, "generation", gen),
+		d.leaseTask("resolve-leases", leasesFromFile),
+		d.task("render-inventory", "render-inventory", "resolve-leases",
+			"provisioning", cr, "generation", gen, "hosts", d.hosts(), "artifacts-ca", d.param("artifacts-ca")),
+	}
+}
+
+// kubesprayTask is one planned step: run-kubespray with the step's operations.
+func (d provisionDAG) kubesprayTask(name, depends, operations, allowUngraceful string) wfv1.DAGTask {
+	return d.task(name, "run-kubespray", depends, append([]string{
+		"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
+		"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
+		"kubespray-image", d.param("kubespray-image"), "artifacts-ca", d.param("artifacts-ca"),
+		"operations", operations, "allow-ungraceful", allowUngraceful}, d.ssh()...)...)
+}
+
+// finalTasks are verify and publish-kubeconfig, after the last step. verify checks every
+// Node reports the Kubernetes release the plan leads to. Both read resolve-leases' hosts:
+// render-inventory passing them through too would store the 1,000-host list twice more in
+// a finished Workflow.
+func (d provisionDAG) finalTasks(depends, kubernetesVersion string) []wfv1.DAGTask {
+	cr := d.param("provisioning")
+	return []wfv1.DAGTask{
+		d.task(StepVerify, "verify", depends, append([]string{"provisioning", cr, "hosts", d.hosts(), "kubernetes-version", kubernetesVersion}, d.ssh()...)...),
+		d.task("publish-kubeconfig", "publish-kubeconfig", StepVerify, "provisioning", cr, "hosts", d.hosts()),
+	}
 }

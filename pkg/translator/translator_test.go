@@ -121,17 +121,22 @@ func TestGolden(t *testing.T) {
 			if wf == nil {
 				continue
 			}
-			got, err := yaml.Marshal(wf)
-			require.NoError(t, err)
-			golden := filepath.Join("testdata/golden", strings.TrimSuffix(filepath.Base(p), ".yaml")+".workflow.yaml")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, got, 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run: go test ./pkg/translator -update")
-			assert.Equal(t, string(want), string(got), golden)
+			checkGolden(t, filepath.Join("testdata/golden", strings.TrimSuffix(filepath.Base(p), ".yaml")+".workflow.yaml"), wf)
 		}
 	}
+}
+
+// checkGolden compares got, as YAML, with the golden file (written with -update).
+func checkGolden(t *testing.T, golden string, got any) {
+	t.Helper()
+	text, err := yaml.Marshal(got)
+	require.NoError(t, err)
+	if *update {
+		require.NoError(t, os.WriteFile(golden, text, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run: go test ./pkg/translator -update")
+	assert.Equal(t, string(want), string(text), golden)
 }
 
 func TestWorkflowNameIsDeterministicAndBounded(t *testing.T) {

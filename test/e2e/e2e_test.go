@@ -458,6 +458,7 @@ func (e *env) scenarioSubmitFrom(t *testing.T) {
 	}, "the ad-hoc run mirrored and Succeeded")
 	e.assertProvisioned(t, got)
 	assert.Len(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name), 2, "the ad-hoc run starts no controller run")
+	e.adHocDay2(t, got)
 }
 
 // ---- scenario e: the controller dies mid-run ----

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
@@ -88,7 +89,7 @@ func twoHosts(t *testing.T) (*simhost.Cluster, string, string) {
 }
 
 // TestSSHKeyAsTheTemplateMountsIt is the attack on the key's mode: the real ansible-playbook,
-// over real OpenSSH, with run-kubespray's own argv (runkubespray.Build) and the key file
+// over real OpenSSH, with run-kubespray's own argv (kubespray.Build) and the key file
 // exactly as a kubelet writes it for the run-kubespray template. OpenSSH ignores a private
 // key its group may read ("UNPROTECTED PRIVATE KEY FILE"), so a 0440 mount fails every run
 // at its first host.
@@ -99,10 +100,10 @@ func TestSSHKeyAsTheTemplateMountsIt(t *testing.T) {
 	require.NoError(t, err)
 	key := writeAsKubelet(t, clientKey, mode, fsGroup)
 
-	o := runkubespray.DefaultOptions()
+	o := kubespray.DefaultRunOptions()
 	o.Inventory, o.ExtraVars, o.SSHKey, o.KnownHosts = ini, vars, key, sim.KnownHostsPath()
 	o.SSHPort, o.Playbook = sim.Hosts()[0].Port, "playbooks/facts.yml"
-	inv, err := runkubespray.Build(o, "ansible-playbook", os.Environ())
+	inv, err := kubespray.Build(o, "ansible-playbook", os.Environ())
 	require.NoError(t, err)
 	control, err := NewControlDir()
 	require.NoError(t, err)
@@ -146,9 +147,9 @@ func TestRunKubesprayHandsAnsibleAPrivateKey(t *testing.T) {
 	tree, err := Tree()
 	require.NoError(t, err)
 	t.Chdir(tree)
-	o := runkubespray.DefaultOptions()
+	o := kubespray.DefaultRunOptions()
 	o.Inventory, o.ExtraVars, o.SSHKey, o.KnownHosts = ini, vars, key, sim.KnownHostsPath()
 	o.SSHPort, o.Playbook, o.KubesprayImage = sim.Hosts()[0].Port, "playbooks/facts.yml", "quay.io/kubespray/kubespray:v2.28.1"
 	require.NoError(t, runkubespray.Run(context.Background(), o))
-	require.NoDirExists(t, filepath.Dir(runkubespray.PrivateKey(tmp)), "the private copy is removed when the step ends")
+	require.NoDirExists(t, filepath.Dir(kubespray.PrivateKey(tmp)), "the private copy is removed when the step ends")
 }

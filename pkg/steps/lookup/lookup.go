@@ -2,7 +2,9 @@
 // (`argo submit --from workflowtemplate/bpa-provision -p provisioning=<name>`). It reads the
 // CR, applies the checks the controller applies before a run, and writes the same
 // parameters the controller would have put on its Workflow, so both kinds of run take the
-// same per-cluster lock and call the steps with the same values.
+// same per-cluster lock and call the steps with the same values. For a Provisioning it also
+// writes the run's plan, as the controller plans a rerun (translator.AdHocParameters): which
+// of the template's step slots run, with which operations.
 package lookup
 
 import (
@@ -31,6 +33,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the CR")
 			cmd.Flags().StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
 			cmd.Flags().StringVar(&o.software, "software", "", "name of the Software")
+			cmd.Flags().StringVar(&o.cluster, "cluster", "", "the cluster whose mutex the run holds: the Provisioning must still belong to it (empty: not checked)")
 			cmd.Flags().StringVar(&o.outputDir, "output-dir", "/tmp/bpa/out", "directory to write one file per parameter")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
@@ -38,7 +41,7 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	namespace, provisioning, software, outputDir string
+	namespace, provisioning, software, cluster, outputDir string
 }
 
 func (o options) run(ctx context.Context, c client.Client) error {
@@ -66,49 +69,72 @@ func (o options) parameters(ctx context.Context, c client.Client) (map[string]st
 	var refusal *policy.Refusal
 	switch {
 	case o.provisioning != "" && o.software == "":
-		p := &bpav1.Provisioning{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
-			return nil, fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
-		}
-		if params, err = translator.ProvisioningParameters(p); err != nil {
-			return nil, err
-		}
-		siblings := &bpav1.ProvisioningList{}
-		if err := c.List(ctx, siblings, client.InNamespace(o.namespace), client.MatchingLabels{bpav1.ClusterLabel: params["cluster"]}); err != nil {
-			return nil, fmt.Errorf("listing the Provisionings of cluster %s: %w", params["cluster"], err)
-		}
-		refusal, err = policy.AdmitProvisioning(ctx, pol, c, p, params["cluster"], params["ssh-secret"], siblings.Items)
-		if err != nil {
-			return nil, err
-		}
-		// The CA the run installs on the nodes for spec.offline's server: the admin's only.
-		if params["artifacts-ca"], err = pol.ArtifactsCA(p); err != nil {
-			return nil, err
-		}
+		params, refusal, err = o.provisioningParameters(ctx, c, pol)
 	case o.software != "" && o.provisioning == "":
-		s := &bpav1.Software{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.software}, s); err != nil {
-			return nil, fmt.Errorf("reading Software %s/%s: %w", o.namespace, o.software, err)
-		}
-		if params, err = translator.SoftwareParameters(s); err != nil {
-			return nil, err
-		}
-		if refusal, err = policy.AdmitSoftware(ctx, pol, c, s, params["cluster"], params["ssh-secret"]); err != nil {
-			return nil, err
-		}
-		// The apt repository spec.aptSource adds, with the admin's key and CA for it.
-		repo, err := policy.SoftwareAptRepo(ctx, pol, c, s, params["cluster"])
-		if err != nil {
-			return nil, err
-		}
-		if repo != nil {
-			params["apt-url"], params["apt-key"], params["artifacts-ca"] = repo.URL, repo.Key, repo.CA
-		}
+		params, refusal, err = o.softwareParameters(ctx, c, pol)
 	default:
 		return nil, errors.New("exactly one of --provisioning and --software is required")
+	}
+	if err != nil {
+		return nil, err
 	}
 	if refusal != nil {
 		return nil, fmt.Errorf("%s: %s", refusal.Reason, refusal.Message)
 	}
 	return params, nil
+}
+
+// provisioningParameters are the Provisioning's parameters and the run's plan.
+func (o options) provisioningParameters(ctx context.Context, c client.Client, pol policy.Policy) (map[string]string, *policy.Refusal, error) {
+	p := &bpav1.Provisioning{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
+		return nil, nil, fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
+	}
+	params, err := translator.ProvisioningParameters(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.cluster != "" && params["cluster"] != o.cluster {
+		return nil, nil, fmt.Errorf("Provisioning %s/%s now belongs to cluster %s, not %s, whose lock this run holds: submit the run again", o.namespace, o.provisioning, params["cluster"], o.cluster)
+	}
+	siblings := &bpav1.ProvisioningList{}
+	if err := c.List(ctx, siblings, client.InNamespace(o.namespace), client.MatchingLabels{bpav1.ClusterLabel: params["cluster"]}); err != nil {
+		return nil, nil, fmt.Errorf("listing the Provisionings of cluster %s: %w", params["cluster"], err)
+	}
+	refusal, err := policy.AdmitProvisioning(ctx, pol, c, p, params["cluster"], params["ssh-secret"], siblings.Items)
+	if err != nil || refusal != nil {
+		return nil, refusal, err
+	}
+	// The CA the run installs on the nodes for spec.offline's server: the admin's only.
+	ca, err := pol.ArtifactsCA(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	params, err = translator.AdHocParameters(p, ca)
+	return params, nil, err
+}
+
+// softwareParameters are the Software's parameters, with its apt repository.
+func (o options) softwareParameters(ctx context.Context, c client.Client, pol policy.Policy) (map[string]string, *policy.Refusal, error) {
+	s := &bpav1.Software{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.software}, s); err != nil {
+		return nil, nil, fmt.Errorf("reading Software %s/%s: %w", o.namespace, o.software, err)
+	}
+	params, err := translator.SoftwareParameters(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	refusal, err := policy.AdmitSoftware(ctx, pol, c, s, params["cluster"], params["ssh-secret"])
+	if err != nil || refusal != nil {
+		return nil, refusal, err
+	}
+	// The apt repository spec.aptSource adds, with the admin's key and CA for it.
+	repo, err := policy.SoftwareAptRepo(ctx, pol, c, s, params["cluster"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if repo != nil {
+		params["apt-url"], params["apt-key"], params["artifacts-ca"] = repo.URL, repo.Key, repo.CA
+	}
+	return params, nil, nil
 }

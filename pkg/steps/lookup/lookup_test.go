@@ -38,14 +38,24 @@ func TestLookupWritesTheControllersParameters(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c))
 
-	want, err := translator.ProvisioningParameters(p)
+	// The controller's parameters, and the plan of the run (a first creation here), which
+	// the template's steps and slots read.
+	want, err := translator.AdHocParameters(p, "")
 	require.NoError(t, err)
-	require.Len(t, want, len(translator.ProvisioningParameterNames()))
-	for _, name := range translator.ProvisioningParameterNames() {
+	require.Len(t, want, len(translator.AdHocParameterNames()))
+	for _, name := range translator.AdHocParameterNames() {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err, name)
 		assert.Equal(t, want[name], string(got), name)
 	}
+	controllers, err := translator.ProvisioningParameters(p)
+	require.NoError(t, err)
+	for k, v := range controllers {
+		assert.Equal(t, v, want[k], k)
+	}
+	assert.Equal(t, "true", want["step-run-kubespray"])
+	assert.Equal(t, "false", want["step-reconfigure"])
+	assert.Equal(t, "true", want["leases-from-file"])
 	assert.Equal(t, "c1", want["cluster"])
 	assert.Equal(t, "4", want["generation"])
 	assert.Equal(t, "ISC", want["lease-source"])
@@ -94,6 +104,20 @@ func TestLookupAppliesTheControllersChecks(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// The plan task of an ad-hoc run looks the CR up again under the cluster's mutex: a CR that
+// moved to another cluster meanwhile, or whose change is refused, runs nothing.
+func TestLookupRefusesWhatTheRunCannotDo(t *testing.T) {
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
+		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"}},
+		Status: bpav1.ProvisioningStatus{Applied: &bpav1.AppliedState{KubernetesVersion: "1.31.4",
+			Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}, Etcd: true}}}}}
+	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
+	err := options{namespace: "ns", provisioning: "p1", cluster: "c0", outputDir: t.TempDir()}.run(context.Background(), c)
+	require.EqualError(t, err, "Provisioning ns/p1 now belongs to cluster c1, not c0, whose lock this run holds: submit the run again")
+	err = options{namespace: "ns", provisioning: "p1", cluster: "c1", outputDir: t.TempDir()}.run(context.Background(), c)
+	require.ErrorContains(t, err, "spec.kubernetes.version: the cluster runs Kubernetes 1.31.4; 1.30.4 is older")
 }
 
 func TestLookupFailsClearly(t *testing.T) {

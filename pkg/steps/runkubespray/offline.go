@@ -175,7 +175,7 @@ func quiet(err error) error {
 
 // artifactsCA reads --artifacts-ca: nil when unset or empty. It crossed an Argo parameter,
 // so it is parsed again: certificates only.
-func (o Options) artifactsCA() ([]*x509.Certificate, error) {
+func artifactsCA(o kubespray.RunOptions) ([]*x509.Certificate, error) {
 	if o.ArtifactsCA == "" {
 		return nil, nil
 	}
@@ -227,10 +227,10 @@ func downloadHosts(ops []kubespray.Operation, ini []byte) []nodetrust.Host {
 // Ansible's facts would, and returns kubespray's image_arch of each (kubespray.ImageArch),
 // sorted and unique. A host that cannot be asked fails the step, naming it: kubespray could
 // not run there either.
-func (o Options) nodeArches(ctx context.Context, hosts []nodetrust.Host) ([]string, error) {
+func nodeArches(ctx context.Context, o kubespray.RunOptions, hosts []nodetrust.Host) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, caInstallTimeout)
 	defer cancel()
-	out, errs := sshexec.OnEach(ctx, hosts, o.sshConfig(sshexec.DefaultConnectTimeout), func(ctx context.Context, c *sshexec.Client) (string, error) {
+	out, errs := sshexec.OnEach(ctx, hosts, sshConfig(o, sshexec.DefaultConnectTimeout), func(ctx context.Context, c *sshexec.Client) (string, error) {
 		m, err := c.Output(ctx, []string{"uname", "-m"})
 		return strings.TrimSpace(string(m)), err
 	})
@@ -254,11 +254,11 @@ const caInstallTimeout = 15 * time.Minute
 
 // installCA puts the artifact server's CA on the hosts of the operations that download,
 // before any of them runs: kubespray has no variable that installs one.
-func (o Options) installCA(ctx context.Context, hosts []nodetrust.Host, ca []*x509.Certificate) error {
+func installCA(ctx context.Context, o kubespray.RunOptions, hosts []nodetrust.Host, ca []*x509.Certificate) error {
 	if len(hosts) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, caInstallTimeout)
 	defer cancel()
-	return nodetrust.Install(ctx, hosts, o.sshConfig(sshexec.DefaultConnectTimeout), ca, os.Stdout)
+	return nodetrust.Install(ctx, hosts, sshConfig(o, sshexec.DefaultConnectTimeout), ca, os.Stdout)
 }

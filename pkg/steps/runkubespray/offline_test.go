@@ -26,7 +26,7 @@ import (
 // offlineHosts is a run-kubespray step (its ansible-playbook a recorder) for an offline
 // cluster on url whose inventory holds two real sshd hosts, master-1 and worker-1, the vars
 // naming caPath in containerd's mirrors ("" for none).
-func offlineHosts(t *testing.T, url, caPath string) (o Options, record string, master, worker *simhost.Host) {
+func offlineHosts(t *testing.T, url, caPath string) (o kubespray.RunOptions, record string, master, worker *simhost.Host) {
 	c := simhost.NewCluster(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

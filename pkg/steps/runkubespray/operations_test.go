@@ -49,7 +49,7 @@ type recorded struct {
 // fake ansible-playbook that records each run in a directory of its own and, like
 // kubespray's ansible.cfg, caches facts under the container's /tmp ($TMPDIR): facts.yml
 // fills the cache, scale.yml fails without it. A run of fail.yml's playbook fails.
-func opsFixture(t *testing.T, ops []kubespray.Operation, failPlaybook string) (Options, func() []recorded) {
+func opsFixture(t *testing.T, ops []kubespray.Operation, failPlaybook string) (kubespray.RunOptions, func() []recorded) {
 	t.Helper()
 	o, _ := fixture(t, "0")
 	dir := filepath.Dir(filepath.Dir(o.Inventory))
@@ -120,7 +120,7 @@ func TestRunOperationsInOrder(t *testing.T) {
 	assert.Equal(t, "scale.yml", got[1].playbook())
 	assert.Equal(t, "w3", got[1].flag("--limit"))
 	for i, r := range got {
-		assert.Equal(t, InventoryWithout(os.Getenv("TMPDIR"), i), r.flag("-i"))
+		assert.Equal(t, kubespray.InventoryWithout(os.Getenv("TMPDIR"), i), r.flag("-i"))
 		want := strings.Replace(strings.Replace(clusterINI, "w1 ansible_host=127.0.1.60 ip=127.0.1.60\n", "", 1), "\nw1\n", "\n", 1)
 		assert.Equal(t, want, r.inventory)
 		assert.NotContains(t, r.inventory, "w1")
@@ -177,7 +177,7 @@ func TestRunRemovesUnreachableNodes(t *testing.T) {
 	for k, v := range map[string]any{"drain_grace_period": 30, "drain_timeout": "60s", "drain_retries": 1} {
 		remove.Vars[k] = v
 	}
-	setup := func(allow bool) (Options, func() []recorded) {
+	setup := func(allow bool) (kubespray.RunOptions, func() []recorded) {
 		o, runs := opsFixture(t, []kubespray.Operation{remove}, "none")
 		o.SSHKey, o.KnownHosts, o.SSHPort, o.AllowUngraceful = sites.ClientKeyPath(), sites.KnownHostsPath(), w1.Port, allow
 		return o, runs

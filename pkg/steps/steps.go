@@ -1,4 +1,7 @@
-package cli
+// Package steps is `bpa step`: the entrypoints of the Workflow steps, one small package
+// each. It is kept out of pkg/cli, whose verbs (plan, render, lint, ...) use the libraries the
+// steps use, never the steps themselves; cmd/bpa adds it to the command tree.
+package steps
 
 import (
 	"github.com/spf13/cobra"
@@ -29,16 +32,14 @@ var stepCommands = []func() *cobra.Command{
 	verifysoftware.Command,
 }
 
-func init() {
-	// Steps run in their pods and keep their own --namespace (default $POD_NAMESPACE).
-	registerKube(kubeInCluster, func(*kubeFlags) *cobra.Command {
-		cmd := &cobra.Command{
-			Use:   "step",
-			Short: "Run one Workflow step (used by the step pods)",
-		}
-		for _, f := range stepCommands {
-			cmd.AddCommand(f())
-		}
-		return cmd
-	})
+// Command returns `bpa step` with every step under it.
+func Command() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "step",
+		Short: "Run one Workflow step (used by the step pods)",
+	}
+	for _, f := range stepCommands {
+		cmd.AddCommand(f())
+	}
+	return cmd
 }

@@ -1,14 +1,17 @@
-package cli
+package steps_test
 
 import (
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/akraino-edge-stack/bpa/pkg/cli"
+	"github.com/akraino-edge-stack/bpa/pkg/steps"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 
@@ -37,7 +40,7 @@ func TestTemplateCommandLinesParse(t *testing.T) {
 					continue
 				}
 				where := wft.Name + "/" + tmpl.Name + ": bpa " + strings.Join(line, " ")
-				cmd, rest, err := NewRootCommand().Find(line)
+				cmd, rest, err := newRoot().Find(line)
 				require.NoError(t, err, where)
 				require.NotEqual(t, "bpa", cmd.Name(), where)
 				seen[cmd.CommandPath()] = true
@@ -51,6 +54,13 @@ func TestTemplateCommandLinesParse(t *testing.T) {
 		assert.True(t, seen["bpa step "+want], "no template runs bpa step %s", want)
 	}
 	assert.True(t, seen["bpa install-binary"])
+}
+
+// newRoot is the command tree as cmd/bpa builds it.
+func newRoot() *cobra.Command {
+	root := cli.NewRootCommand()
+	root.AddCommand(steps.Command())
+	return root
 }
 
 // withSampleValues replaces each Argo expression by a value of the flag's type.
