@@ -6,6 +6,7 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 
@@ -14,12 +15,14 @@ var SoftwareSteps = []string{"resolve-nodes", "install-software", "verify-softwa
 
 var softwareParameterOrder = []string{
 	"software", "cluster", "generation", "ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
-	"apt-url", "apt-key", "artifacts-ca",
+	"apt-url", "apt-key", "artifacts-ca", "latest", "scope",
 }
 
 // SoftwareParameters derives the Workflow parameters of a Software, defaults applied.
 // apt-url, apt-key and artifacts-ca, the apt repository of spec.aptSource, are the site
-// policy's and empty here; the caller sets them (Options, or lookup). None is secret.
+// policy's and empty here; latest, the versions the items saying latest resolve to, comes
+// from the artifact server's index; the caller sets them (Options, or lookup). scope is
+// software.ScopeAll unless the caller says otherwise. None is secret.
 func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	cluster, err := ClusterOf(s)
 	if err != nil {
@@ -30,6 +33,7 @@ func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	params["cluster"] = cluster
 	params["generation"] = strconv.FormatInt(s.Generation, 10)
 	params["apt-url"], params["apt-key"], params["artifacts-ca"] = "", "", ""
+	params["latest"], params["scope"] = "", software.ScopeAll
 	return params, nil
 }
 
@@ -46,7 +50,14 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 		return nil, err
 	}
 	params["apt-url"], params["apt-key"], params["artifacts-ca"] = opts.AptURL, opts.AptKey, opts.ArtifactsCA
+	params["latest"] = opts.Latest
+	if opts.Scope != "" {
+		params["scope"] = opts.Scope
+	}
 	wf := newWorkflow(s, "Software", bpav1.SoftwareNameLabel, workflowtemplates.Software, "software", params["cluster"], opts, softwareDeadline)
+	if opts.Trigger != "" {
+		wf.Annotations[bpav1.TriggerAnnotation] = opts.Trigger
+	}
 	wf.Spec.Entrypoint = "install"
 	wf.Spec.Arguments.Parameters = parameters(params, softwareParameterOrder)
 
@@ -58,7 +69,8 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 		"apt-url", wfParam("apt-url"), "apt-key", wfParam("apt-key"), "artifacts-ca", wfParam("artifacts-ca"))
 	install.WithParam = FanOutItems
 	tasks := []wfv1.DAGTask{
-		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation")),
+		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation"),
+			"latest", wfParam("latest"), "scope", wfParam("scope")),
 		install,
 		task("verify-software", t, "verify-software", "install-software.Succeeded || install-software.Failed",
 			"results", "{{tasks.install-software.outputs.parameters.result}}"),

@@ -17,6 +17,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -103,6 +104,15 @@ func (o options) parameters(ctx context.Context, c client.Client) (map[string]st
 		}
 		if repo != nil {
 			params["apt-url"], params["apt-key"], params["artifacts-ca"] = repo.URL, repo.Key, repo.CA
+		}
+		// The newest versions the latest items follow, from the index the policy names for
+		// that server; an ad-hoc run visits every host (scope all).
+		latest, err := policy.SoftwareLatest(ctx, pol, c, s, params["cluster"])
+		if err != nil {
+			return nil, err
+		}
+		if latest != nil {
+			params["latest"] = software.FormatLatest(latest.Versions)
 		}
 	default:
 		return nil, errors.New("exactly one of --provisioning and --software is required")
