@@ -7,3 +7,6 @@ var FileSHA256 = fileSHA256
 
 // Purge runs the purge of abandoned uploads as if it were now.
 func (s *Server) Purge(now time.Time) { s.purge(now) }
+
+// NewestVersions reads a Packages index as the ArtifactIndex records it.
+var NewestVersions = newestVersions

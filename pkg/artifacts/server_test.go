@@ -78,6 +78,7 @@ func newEnv(t *testing.T) *env {
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.
 type server struct {
 	URL, dir  string
+	srv       *artifacts.Server
 	received  atomic.Int64
 	http      *http.Server
 	listener  net.Listener
@@ -103,7 +104,7 @@ func (e *env) serveOpts(t *testing.T, addr string, anonReads bool, opts artifact
 	}
 	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	s := &server{URL: "http://" + l.Addr().String(), dir: dir, listener: l}
+	s := &server{URL: "http://" + l.Addr().String(), dir: dir, srv: srv, listener: l}
 	s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPatch {
 			r.Body = countingBody{r.Body, &s.received}
