@@ -10,3 +10,6 @@ func (s *Server) Purge(now time.Time) { s.purge(now) }
 
 // NewestVersions reads a Packages index as the ArtifactIndex records it.
 var NewestVersions = newestVersions
+
+// TrackedHosts is the status endpoint's per-host view of tracked packages.
+var TrackedHosts = trackedHosts

@@ -153,3 +153,21 @@ func TestNewestVersionsLeavesOutWhatIsNotDebian(t *testing.T) {
 	assert.Equal(t, []bpav1.PackageVersion{{Name: "htop", Version: "3.2.2-3"}, {Name: "jq", Version: "1:1.6"}}, newest)
 	assert.Len(t, skipped, 3)
 }
+
+// The status endpoint's hosts: each tracked package per host, installed against the
+// Software's current target; pinned and unpinned packages, and Softwares that track
+// nothing, are not listed.
+func TestTrackedHosts(t *testing.T) {
+	sw := bpav1.Software{ObjectMeta: metav1.ObjectMeta{Name: "tools"}, Status: bpav1.SoftwareStatus{
+		Latest: []bpav1.PackageVersion{{Name: "htop", Version: "3.2.2-3"}},
+		HostSoftware: []bpav1.HostSoftwareStatus{
+			{Name: "m1", Packages: []bpav1.PackageStatus{{Name: "htop", Wanted: "latest", Installed: "3.2.2-3", Target: "3.2.2-3"}, {Name: "jq", Wanted: "1.6-2.1", Installed: "1.6-2.1"}}},
+			{Name: "w1", Packages: []bpav1.PackageStatus{{Name: "htop", Wanted: "latest", Installed: "3.2.2-2", Target: "3.2.2-2"}}},
+		}}}
+	pinned := bpav1.Software{ObjectMeta: metav1.ObjectMeta{Name: "pinned"}, Status: bpav1.SoftwareStatus{
+		HostSoftware: []bpav1.HostSoftwareStatus{{Name: "m1", Packages: []bpav1.PackageStatus{{Name: "jq", Wanted: "1.6-2.1", Installed: "1.6-2.1"}}}}}}
+	assert.Equal(t, []artifacts.HostPackages{
+		{Software: "tools", Host: "m1", Packages: []artifacts.TrackedPackage{{Name: "htop", Installed: "3.2.2-3", Target: "3.2.2-3"}}},
+		{Software: "tools", Host: "w1", Packages: []artifacts.TrackedPackage{{Name: "htop", Installed: "3.2.2-2", Target: "3.2.2-3", Differs: true}}},
+	}, artifacts.TrackedHosts([]bpav1.Software{sw, pinned}))
+}
