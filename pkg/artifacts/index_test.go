@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -105,24 +104,13 @@ func TestArtifactIndexRBAC(t *testing.T) {
 }
 
 // indexEnv is an env with two ArtifactIndexes, the server's own (bpa-artifacts) and
-// another, and a client as the server (serverClient).
+// another, and a client as the server (artifactstest.ServerClient).
 func indexEnv(t *testing.T) (*env, client.Client) {
 	e := newEnv(t)
 	for _, name := range []string{"bpa-artifacts", "other"} {
 		require.NoError(t, e.kube.Create(context.Background(), &bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	}
-	return e, serverClient(t, e)
-}
-
-// serverClient is a client as config/serve's ServiceAccount bpa-artifacts, bound to
-// config/serve's ClusterRole of that name (artifactstest.InstallRoles), with an API token.
-func serverClient(t *testing.T, e *env) client.Client {
-	token := artifactstest.TokenFor(context.Background(), t, e.rig, "bpa-artifacts", "bpa-artifacts")
-	cfg := rest.AnonymousClientConfig(e.rig.RESTConfig)
-	cfg.BearerToken = token
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
-	require.NoError(t, err)
-	return c
+	return e, artifactstest.ServerClient(context.Background(), t, e.rig, controller.Scheme())
 }
 
 func waitIndex(t *testing.T, e *env, revision int64) *bpav1.ArtifactIndex {
