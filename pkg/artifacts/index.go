@@ -34,10 +34,7 @@ import (
 // apiserver away, a conflict with another writer).
 const indexRetry = 2 * time.Minute
 
-var (
-	indexName    = regexp.MustCompile(bpav1.DebianPackageNamePattern)
-	indexVersion = regexp.MustCompile(bpav1.DebianVersionPattern)
-)
+var indexName = regexp.MustCompile(bpav1.DebianPackageNamePattern)
 
 // indexChanged wakes the recorder; changes that come while it works coalesce into one.
 func (s *Server) indexChanged() {
@@ -117,8 +114,7 @@ func newestVersions(packages []byte) (newest []bpav1.PackageVersion, skipped []s
 	flush := func(name, version string) {
 		switch {
 		case name == "" && version == "":
-		case len(name) > bpav1.MaxPackageFieldLength || !indexName.MatchString(name) ||
-			len(version) > bpav1.MaxPackageFieldLength || !indexVersion.MatchString(version) || strings.HasSuffix(version, "-"):
+		case len(name) > bpav1.MaxPackageFieldLength || !indexName.MatchString(name) || !debversion.Valid(version):
 			skipped = append(skipped, fmt.Sprintf("%q %q", name, version))
 		case best[name] == "" || debversion.Newer(version, best[name]):
 			best[name] = version

@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/software"
 )
 
 // Cache indexes. A label selector on a cached List visits every object in the namespace,
@@ -41,7 +40,7 @@ var cacheIndexes = []cacheIndex{
 	{&bpav1.Provisioning{}, indexCluster, labelValue(bpav1.ClusterLabel)},
 	{&bpav1.Software{}, indexCluster, labelValue(bpav1.ClusterLabel)},
 	{&bpav1.Software{}, indexTracksLatest, func(o client.Object) []string {
-		if len(software.Tracked(o.(*bpav1.Software).Spec)) > 0 {
+		if len(o.(*bpav1.Software).Spec.Tracked()) > 0 {
 			return []string{"true"}
 		}
 		return nil

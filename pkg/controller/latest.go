@@ -38,7 +38,7 @@ import (
 func softwareRevision(ctx context.Context, c client.Client, sw *bpav1.Software) (string, error) {
 	cluster := sw.Labels[bpav1.ClusterLabel]
 	nodes, err := nodesRevision(ctx, c, sw.Namespace, cluster)
-	if err != nil || len(software.Tracked(sw.Spec)) == 0 {
+	if err != nil || len(sw.Spec.Tracked()) == 0 {
 		return nodes, err
 	}
 	pol, err := policy.Get(ctx, c)
@@ -77,7 +77,7 @@ func splitRevision(revision string) (nodes string, latest []bpav1.PackageVersion
 // last run, makes it an upload's run: only the hosts whose recorded versions are older
 // (o.Scope), and why (o.Trigger). An upload no host needs is *translator.UpToDate.
 func planLatest(ctx context.Context, c client.Client, pol policy.Policy, sw *bpav1.Software, cluster string, o *translator.Options) error {
-	if len(software.Tracked(sw.Spec)) == 0 {
+	if len(sw.Spec.Tracked()) == 0 {
 		return nil
 	}
 	// Asked again, not taken from the revision alone: a latest item that cannot be resolved
@@ -98,7 +98,7 @@ func planLatest(ctx context.Context, c client.Client, pol policy.Policy, sw *bpa
 	if st.Workflow == nil || st.ObservedGeneration != sw.Generation || st.LastHandledRerun != sw.Annotations[bpav1.RerunAnnotation] || st.NodesHash != nodes {
 		return nil // the first run, a spec change, a rerun or a node change: every host
 	}
-	o.Scope, o.Trigger = software.ScopeOutdated, software.Uploaded(st.Latest, planned)
+	o.Scope, o.Trigger = translator.ScopeOutdated, software.Uploaded(st.Latest, planned)
 	hosts, err := clusterNodeNames(ctx, c, sw.Namespace, cluster)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func observeSoftware(obj runObject, _ string, wf *wfv1.Workflow, o Observation) 
 	if o.HostSoftware == nil {
 		return
 	}
-	if workflowParameter(wf, "scope") != software.ScopeOutdated {
+	if workflowParameter(wf, "scope") != translator.ScopeOutdated {
 		s.Status.HostSoftware = o.HostSoftware
 		return
 	}

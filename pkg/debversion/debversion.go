@@ -4,9 +4,21 @@
 package debversion
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
+
+var pattern = regexp.MustCompile(bpav1.DebianVersionPattern)
+
+// Valid reports whether v is a Debian version as BPA accepts one: Debian policy syntax
+// (bpav1.DebianVersionPattern), at most bpav1.MaxPackageFieldLength long, not ending in '-'.
+// Nothing else ever reaches apt-get as a version, whoever wrote it.
+func Valid(v string) bool {
+	return len(v) <= bpav1.MaxPackageFieldLength && pattern.MatchString(v) && !strings.HasSuffix(v, "-")
+}
 
 // Compare returns -1, 0 or 1 as a is older than, the same as or newer than b, by dpkg's
 // rules: the epoch as a number, then the upstream version, then the revision, each compared

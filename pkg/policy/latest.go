@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/software"
+	"github.com/akraino-edge-stack/bpa/pkg/debversion"
 )
 
 // Latest is what a Software's items saying `version: latest` resolve to: the newest version
@@ -52,7 +52,7 @@ func (p Policy) IndexName(prov *bpav1.Provisioning) (string, error) {
 // server (IndexName, for the Provisioning of the cluster that succeeded): nil when sw tracks
 // nothing. What cannot be resolved is a *LatestRefusal naming the item.
 func SoftwareLatest(ctx context.Context, pol Policy, r client.Reader, sw *bpav1.Software, cluster string) (*Latest, error) {
-	tracked := software.Tracked(sw.Spec)
+	tracked := sw.Spec.Tracked()
 	if len(tracked) == 0 {
 		return nil, nil
 	}
@@ -85,7 +85,7 @@ func SoftwareLatest(ctx context.Context, pol Policy, r client.Reader, sw *bpav1.
 		case !ok:
 			return nil, &LatestRefusal{Field: latestField(sw.Spec, t), Message: fmt.Sprintf("artifact server %s holds no %s (ArtifactIndex %s revision %d); the run starts when one is uploaded",
 				prov.Spec.Offline.URL, t, name, idx.Status.Revision)}
-		case !software.IsVersion(v):
+		case !debversion.Valid(v):
 			// The server lists what uploads declare; BPA never hands apt-get a version that
 			// is not Debian syntax, whoever wrote the index.
 			return nil, &LatestRefusal{Field: latestField(sw.Spec, t), Message: fmt.Sprintf("ArtifactIndex %s gives %s the version %q, which is not a Debian version", name, t, v)}

@@ -9,28 +9,6 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/debversion"
 )
 
-// Run scopes: which hosts a software run visits.
-const (
-	// ScopeAll visits every host of the cluster: a spec change, a rerun, a node joining.
-	ScopeAll = "all"
-	// ScopeOutdated visits only the hosts that need a newly uploaded version of a tracked
-	// package, by what the Software's status records of them (NeedsLatest).
-	ScopeOutdated = "outdated"
-)
-
-// Tracked are the names of the packages spec's items track (`version: latest`), sorted.
-func Tracked(spec bpav1.SoftwareSpec) []string {
-	seen := map[string]bool{}
-	for _, list := range [][]bpav1.SoftwareItem{spec.MasterSoftware, spec.WorkerSoftware} {
-		for _, it := range list {
-			if it.Version == bpav1.VersionLatest && it.State != bpav1.PackageAbsent {
-				seen[it.Name] = true
-			}
-		}
-	}
-	return sortedKeys(seen)
-}
-
 // FormatLatest writes a Software run's newest versions as the Workflow parameter `latest`
 // carries them: "name=version" words, sorted, space-separated ("" for none). Neither a
 // package name nor a version holds a space or '='.
@@ -53,7 +31,7 @@ func ParseLatest(s string) ([]bpav1.PackageVersion, error) {
 		switch {
 		case !ok || len(name) > bpav1.MaxPackageFieldLength || !namePattern.MatchString(name):
 			return nil, fmt.Errorf("latest: %s is not <Debian package name>=<version>", show(w))
-		case !IsVersion(version):
+		case !debversion.Valid(version):
 			return nil, fmt.Errorf("latest: version %s of package %s is not a Debian version", show(version), show(name))
 		case seen[name]:
 			return nil, fmt.Errorf("latest: package %s is named twice", show(name))

@@ -86,7 +86,7 @@ func TestTrackedAndResolve(t *testing.T) {
 		MasterSoftware: []bpav1.SoftwareItem{item("htop", "latest"), item("jq", "1.6-2.1")},
 		WorkerSoftware: []bpav1.SoftwareItem{item("htop", "latest"), item("bpa-tool", "latest"), item("curl", "")},
 	}
-	if got := Tracked(spec); !reflect.DeepEqual(got, []string{"bpa-tool", "htop"}) {
+	if got := spec.Tracked(); !reflect.DeepEqual(got, []string{"bpa-tool", "htop"}) {
 		t.Errorf("Tracked = %q", got)
 	}
 	nodes, err := Nodes(spec, []bpav1.HostStatus{{Name: "m", IP: "10.0.0.1", Roles: []string{"master"}}, {Name: "w", IP: "10.0.0.2", Roles: []string{"worker"}}})

@@ -43,8 +43,7 @@ const DpkgQueryFormat = `${Package}\t${Version}\t${db:Status-Abbrev}\n`
 const AbsentWanted = "absent"
 
 var (
-	namePattern    = regexp.MustCompile(bpav1.DebianPackageNamePattern)
-	versionPattern = regexp.MustCompile(bpav1.DebianVersionPattern)
+	namePattern = regexp.MustCompile(bpav1.DebianPackageNamePattern)
 )
 
 // QueryCommand is the argv that lists the installed packages. It names no packages, so it
@@ -108,7 +107,7 @@ func check(it bpav1.SoftwareItem) string {
 	if len(it.Name) > bpav1.MaxPackageFieldLength || !namePattern.MatchString(it.Name) {
 		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s; not ending in '-' or '+', which apt-get reads as remove or install)", show(it.Name), bpav1.DebianPackageNamePattern))
 	}
-	if it.Version != "" && it.Version != bpav1.VersionLatest && !IsVersion(it.Version) {
+	if it.Version != "" && it.Version != bpav1.VersionLatest && !debversion.Valid(it.Version) {
 		p = append(p, fmt.Sprintf("version %s of package %s is not a Debian version ([epoch:]upstream[-revision], starting with a digit)", show(it.Version), show(it.Name)))
 	}
 	switch it.State {
@@ -117,12 +116,6 @@ func check(it bpav1.SoftwareItem) string {
 		p = append(p, fmt.Sprintf("state %s of package %s must be present or absent", show(string(it.State)), show(it.Name)))
 	}
 	return strings.Join(p, "; ")
-}
-
-// IsVersion reports whether v is a Debian version as BPA accepts one: Debian policy syntax,
-// at most MaxPackageFieldLength long, not ending in '-'.
-func IsVersion(v string) bool {
-	return len(v) <= bpav1.MaxPackageFieldLength && versionPattern.MatchString(v) && !strings.HasSuffix(v, "-")
 }
 
 // show quotes a value for an error message, escaping control characters and bounding its
@@ -324,7 +317,7 @@ func target(name string, latest map[string]string) (string, error) {
 	switch {
 	case !ok:
 		return "", fmt.Errorf("package %s: version latest, but the run names no newest version for it", show(name))
-	case !IsVersion(v):
+	case !debversion.Valid(v):
 		return "", fmt.Errorf("package %s: newest version %s is not a Debian version", show(name), show(v))
 	}
 	return v, nil

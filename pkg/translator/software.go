@@ -6,8 +6,16 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
+)
+
+// Run scopes: which hosts a software run visits.
+const (
+	// ScopeAll visits every host of the cluster: a spec change, a rerun, a node joining.
+	ScopeAll = "all"
+	// ScopeOutdated visits only the hosts that need a newly uploaded version of a tracked
+	// package, by what the Software's status records of them (software.NeedsLatest).
+	ScopeOutdated = "outdated"
 )
 
 // SoftwareSteps are the DAG's tasks, in order.
@@ -22,7 +30,7 @@ var softwareParameterOrder = []string{
 // apt-url, apt-key and artifacts-ca, the apt repository of spec.aptSource, are the site
 // policy's and empty here; latest, the versions the items saying latest resolve to, comes
 // from the artifact server's index; the caller sets them (Options, or lookup). scope is
-// software.ScopeAll unless the caller says otherwise. None is secret.
+// ScopeAll unless the caller says otherwise. None is secret.
 func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	cluster, err := ClusterOf(s)
 	if err != nil {
@@ -33,7 +41,7 @@ func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	params["cluster"] = cluster
 	params["generation"] = strconv.FormatInt(s.Generation, 10)
 	params["apt-url"], params["apt-key"], params["artifacts-ca"] = "", "", ""
-	params["latest"], params["scope"] = "", software.ScopeAll
+	params["latest"], params["scope"] = "", ScopeAll
 	return params, nil
 }
 

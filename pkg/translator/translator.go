@@ -56,7 +56,7 @@ type Options struct {
 	// server and the admin's key for it, "" for none.
 	AptURL, AptKey string
 	// Latest are the versions a Software's latest items resolve to (software.FormatLatest);
-	// Scope the hosts its run visits (software.ScopeAll when empty); Trigger why the run
+	// Scope the hosts its run visits (ScopeAll when empty); Trigger why the run
 	// starts when no CR was edited, for the Workflow's bpa.akraino.org/trigger annotation.
 	Latest, Scope, Trigger string
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/software"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 // An upload's run lists only the nodes whose recorded htop is older than the uploaded
@@ -19,7 +19,7 @@ func TestLatestAndOutdatedScope(t *testing.T) {
 	s.Status.HostSoftware = []bpav1.HostSoftwareStatus{rec("m", "Succeeded", "3.2.2-3"), rec("w1", "Succeeded", "3.2.2-2"), rec("w2", "Failed", "3.2.2-3"), rec("w3", "Succeeded", "3.2.2-9")}
 	cm := configMap(map[string]string{"MASTER_m": "10.0.0.1", "WORKER_w1": "10.0.0.2", "WORKER_w2": "10.0.0.3", "WORKER_w3": "10.0.0.4", "WORKER_w4": "10.0.0.5"})
 
-	nodes, _, err := runWith(t, func(o *options) { o.latest, o.scope = "htop=3.2.2-3", software.ScopeOutdated }, s, cm)
+	nodes, _, err := runWith(t, func(o *options) { o.latest, o.scope = "htop=3.2.2-3", translator.ScopeOutdated }, s, cm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestLatestAndOutdatedScope(t *testing.T) {
 	// Nobody outdated (a race with the controller's own check): every node, not none.
 	s.Status.HostSoftware = []bpav1.HostSoftwareStatus{rec("m", "Succeeded", "3.2.2-3")}
 	one := configMap(map[string]string{"MASTER_m": "10.0.0.1"})
-	if got, _, err := runWith(t, func(o *options) { o.latest, o.scope = "htop=3.2.2-3", software.ScopeOutdated }, s, one); err != nil || strings.Count(got, `"name"`) != 1 {
+	if got, _, err := runWith(t, func(o *options) { o.latest, o.scope = "htop=3.2.2-3", translator.ScopeOutdated }, s, one); err != nil || strings.Count(got, `"name"`) != 1 {
 		t.Errorf("none outdated: %s, %v", got, err)
 	}
 

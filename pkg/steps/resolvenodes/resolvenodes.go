@@ -64,7 +64,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.outputNames, "output-names", "", "file to write the JSON list of node names to")
 			fs.StringVar(&o.outputHash, "output-hash", "", "file to write the node-set hash to")
 			fs.StringVar(&o.latest, "latest", "", "the versions the items saying latest resolve to: name=version words, space-separated")
-			fs.StringVar(&o.scope, "scope", software.ScopeAll, "which nodes to list: all, or outdated (those the Software's status shows without the --latest versions)")
+			fs.StringVar(&o.scope, "scope", translator.ScopeAll, "which nodes to list: all, or outdated (those the Software's status shows without the --latest versions)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
@@ -186,11 +186,11 @@ func (o *options) resolveLatest(sw *bpav1.Software, nodes []software.Node) ([]so
 		}
 	}
 	switch o.scope {
-	case software.ScopeAll, "":
+	case translator.ScopeAll, "":
 		return nodes, nil
-	case software.ScopeOutdated:
+	case translator.ScopeOutdated:
 	default:
-		return nil, fmt.Errorf("--scope: %q is neither %s nor %s", o.scope, software.ScopeAll, software.ScopeOutdated)
+		return nil, fmt.Errorf("--scope: %q is neither %s nor %s", o.scope, translator.ScopeAll, translator.ScopeOutdated)
 	}
 	recorded := map[string]*bpav1.HostSoftwareStatus{}
 	for i, h := range sw.Status.HostSoftware {

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -111,6 +112,21 @@ type SoftwareSpec struct {
 
 // AptSourceBPA takes packages from the cluster's artifact server as well.
 const AptSourceBPA = "bpa"
+
+// Tracked are the names of the packages the spec's items track (`version: latest`), sorted
+// and each once.
+func (s *SoftwareSpec) Tracked() []string {
+	var names []string
+	for _, list := range [][]SoftwareItem{s.MasterSoftware, s.WorkerSoftware} {
+		for _, it := range list {
+			if it.Version == VersionLatest && it.State != PackageAbsent && !slices.Contains(names, it.Name) {
+				names = append(names, it.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
 
 // PackageStatus is one package on one host.
 type PackageStatus struct {
