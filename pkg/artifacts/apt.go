@@ -111,6 +111,7 @@ func (s *Server) serveApt(w http.ResponseWriter, r *http.Request, rest string) {
 func (s *Server) aptChanged(p string) {
 	if s.apt != nil && strings.HasSuffix(p, ".deb") {
 		s.apt.gen.Add(1)
+		s.indexChanged()
 	}
 }
 

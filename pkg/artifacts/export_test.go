@@ -26,3 +26,9 @@ func (s *Server) SetRaceHooks(h RaceHooks) {
 	}
 	s.testHooks.Store(&raceHooks{contended: or(h.Contended), metaWritten: or(h.MetaWritten), published: or(h.Published), admitted: or(h.Admitted)})
 }
+
+// NewestVersions reads a Packages index as the ArtifactIndex records it.
+var NewestVersions = newestVersions
+
+// TrackedHosts is the status endpoint's per-host view of tracked packages.
+var TrackedHosts = trackedHosts

@@ -78,6 +78,11 @@ type Options struct {
 	// registry) and QuotaPerUploader what one uploader's uploads hold; 0 is unlimited.
 	// See quota.go for what is counted.
 	QuotaTotal, QuotaPerUploader int64
+
+	// Index names the ArtifactIndex the apt repository's packages are recorded in, through
+	// IndexClient (index.go); empty records nothing.
+	Index       string
+	IndexClient client.Client
 }
 
 // DefaultUploadTTL keeps an interrupted upload resumable for a week.
@@ -95,6 +100,11 @@ type Server struct {
 	// hash of it), so two writers of one path cannot interleave.
 	publishing [64]sync.Mutex
 	testHooks  atomic.Pointer[raceHooks]
+
+	// indexDirty wakes the recorder of the ArtifactIndex (index.go); indexMu serializes
+	// its records.
+	indexDirty chan struct{}
+	indexMu    sync.Mutex
 }
 
 // lock holds the publishing lock of key (a file path, or repository:tag) until unlock.
@@ -146,7 +156,10 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if opts.UploadTTL == 0 {
 		opts.UploadTTL = DefaultUploadTTL
 	}
-	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads")}
+	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads"), indexDirty: make(chan struct{}, 1)}
+	if opts.Index != "" && (opts.AptSigningKey == "" || opts.IndexClient == nil) {
+		return nil, errors.New("artifacts: Options.Index records the apt repository: it needs AptSigningKey and IndexClient")
+	}
 	if opts.AptSigningKey != "" {
 		key, err := loadAptKey(opts.AptSigningKey)
 		if err != nil {
@@ -180,6 +193,9 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.registry, err = newRegistry(ctx, filepath.Join(opts.Dir, "registry"))
+	if opts.Index != "" {
+		go s.recordIndexLoop(ctx)
+	}
 	go func() { // abandoned uploads would otherwise fill the volume
 		for {
 			s.purge(time.Now())

@@ -78,11 +78,11 @@ func newEnv(t *testing.T) *env {
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.
 type server struct {
 	URL, dir  string
+	srv       *artifacts.Server
 	received  atomic.Int64
 	http      *http.Server
 	listener  net.Listener
 	anonReads bool
-	srv       *artifacts.Server
 }
 
 func (e *env) serve(t *testing.T, dir, addr string, anonReads bool) *server {

@@ -17,6 +17,9 @@ type ClusterStatus struct {
 	Cluster       string                                  `json:"cluster"`
 	Provisionings []NamedStatus[bpav1.ProvisioningStatus] `json:"provisionings"`
 	Softwares     []NamedStatus[bpav1.SoftwareStatus]     `json:"softwares"`
+	// Hosts are the packages the Softwares track (version: latest) on each host: installed,
+	// target, and whether they differ (status_latest.go).
+	Hosts []HostPackages `json:"hosts"`
 }
 
 // NamedStatus is one CR's name and status.
@@ -62,5 +65,6 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, rest string
 	for _, sw := range sws.Items {
 		out.Softwares = append(out.Softwares, NamedStatus[bpav1.SoftwareStatus]{sw.Name, sw.Status})
 	}
+	out.Hosts = trackedHosts(sws.Items)
 	writeJSON(w, out)
 }

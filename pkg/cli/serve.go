@@ -37,7 +37,8 @@ func init() {
 				"                            files_repo expects (the original domain as the top directory)\n" +
 				"  /api/v1/files[/PATH]      listing, metadata (size, sha256, uploader, OS image URL and checksum), DELETE\n" +
 				"  /v2/                      an OCI distribution registry (crane, skopeo, docker, oras)\n" +
-				"  /apt/                     a signed flat apt repository of the uploaded .deb files (with --apt-signing-key)\n" +
+				"  /apt/                     a signed flat apt repository of the uploaded .deb files (with --apt-signing-key),\n" +
+				"                            recorded in an ArtifactIndex (--index) for Softwares that track version: latest\n" +
 				"  /api/v1/status/NS/CLUSTER the cluster's Provisioning and Software status, as JSON\n" +
 				"Every token must be minted for --token-audience (a ServiceAccount token from TokenRequest).\n" +
 				"Writes need a Kubernetes bearer token allowed to create (or delete) artifacts.bpa.akraino.org;\n" +
@@ -58,10 +59,16 @@ func init() {
 				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads, audience); err != nil {
 					return err
 				}
-				if opts.Status, err = client.New(cfg, client.Options{Scheme: controller.Scheme()}); err != nil {
+				kube, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+				if err != nil {
 					return err
 				}
+				opts.Status, opts.IndexClient = kube, kube
 				opts.AptSigningKey = aptSigningKey(opts.AptSigningKey, cmd.ErrOrStderr())
+				if opts.AptSigningKey == "" && opts.Index != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: no apt repository, so nothing to record in ArtifactIndex %s\n", opts.Index)
+					opts.Index = ""
+				}
 				h, err := artifacts.NewServer(ctx, opts)
 				if err != nil {
 					return err
@@ -101,6 +108,7 @@ func init() {
 		f.BoolVar(&anonymousReads, "anonymous-reads", false, "let nodes download files and pull images without a token")
 		f.StringVar(&opts.URL, "url", os.Getenv("BPA_ARTIFACTS_URL"), "base URL nodes reach the server at, for the OS image URLs it shows (default: each request's own)")
 		f.StringVar(&opts.AptSigningKey, "apt-signing-key", "", "armored, unencrypted OpenPGP private key that signs the apt repository at /apt/; without one (or when the file does not exist) /apt/ is off. Read at start only")
+		f.StringVar(&opts.Index, "index", "", "the ArtifactIndex to record the apt repository's packages in (the newest version of each, which Softwares saying version: latest follow); the BPAPolicy names it for this server. Empty records nothing")
 		f.Int64Var(&opts.MaxSize, "max-upload-size", artifacts.DefaultMaxSize, "largest upload in bytes")
 		f.IntVar(&limits.maxConns, "max-connections", 512, "connections served at once; more wait to be accepted")
 		f.DurationVar(&limits.stall, "stall-timeout", 2*time.Minute, "a request whose body or response makes no progress for this long is cut (a slow but moving upload or download is not)")

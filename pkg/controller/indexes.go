@@ -19,6 +19,7 @@ const (
 	indexSoftwareRuns     = "bpa.softwareRuns"     // Workflow: label bpa.akraino.org/software
 	indexCluster          = "bpa.cluster"          // Provisioning, Software: label cluster
 	indexClusterMembers   = "bpa.clusterMembers"   // Cluster: "Provisioning/<name>", "Software/<name>"
+	indexTracksLatest     = "bpa.tracksLatest"     // Software: "true" when an item says version latest
 )
 
 // runIndex is the index of a kind's Workflows, by the label naming their CR.
@@ -38,6 +39,12 @@ var cacheIndexes = []cacheIndex{
 	{&wfv1.Workflow{}, indexSoftwareRuns, labelValue(bpav1.SoftwareNameLabel)},
 	{&bpav1.Provisioning{}, indexCluster, labelValue(bpav1.ClusterLabel)},
 	{&bpav1.Software{}, indexCluster, labelValue(bpav1.ClusterLabel)},
+	{&bpav1.Software{}, indexTracksLatest, func(o client.Object) []string {
+		if len(o.(*bpav1.Software).Spec.Tracked()) > 0 {
+			return []string{"true"}
+		}
+		return nil
+	}},
 	{&bpav1.Cluster{}, indexClusterMembers, func(o client.Object) []string {
 		c := o.(*bpav1.Cluster)
 		var keys []string

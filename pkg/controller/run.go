@@ -44,10 +44,16 @@ type runKind struct {
 	newObject func() runObject
 	translate func(ctx context.Context, obj runObject, opts translator.Options) (*wfv1.Workflow, error)
 	// revision names the state outside the spec a run depends on (Software: the cluster's
-	// nodes). A new revision starts a new run. Empty means none.
+	// nodes, and the newest versions of the packages it tracks). A new revision starts a new
+	// run. Empty means none.
 	revision func(ctx context.Context, obj runObject) (string, error)
-	// storedRevision reads and writes the last handled revision in the status.
-	storedRevision func(obj runObject) *string
+	// handledRevision reads the revision the last run (or no-op) was for from the status;
+	// setRevision records one there.
+	handledRevision func(obj runObject) string
+	setRevision     func(obj runObject, revision string)
+	// triggerReason is the Reconciling reason of a run whose Workflow says why it started
+	// (bpav1.TriggerAnnotation): no CR was edited.
+	triggerReason string
 	// gate says whether a new run may start now; when not, why.
 	gate func(ctx context.Context, obj runObject, cluster string) (ok bool, msg string, err error)
 	// admit refuses a run the site policy, the SSH Secret's consent or another CR's hold
@@ -178,7 +184,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 		return nil // its Workflow was too large to create: the same inputs would plan it again
 	}
 	needRun := st.ObservedGeneration != gen || st.LastHandledRerun != rerun ||
-		(r.kind.storedRevision != nil && *r.kind.storedRevision(obj) != revision)
+		(r.kind.handledRevision != nil && r.kind.handledRevision(obj) != revision)
 
 	wfs, err := r.workflows(ctx, obj)
 	if argoGone(err) {
@@ -277,6 +283,10 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	opts := r.Options
 	opts.Revision = revision
 	wf, err := r.kind.translate(ctx, obj, opts)
+	var upToDate *translator.UpToDate
+	if errors.As(err, &upToDate) {
+		wf, err = nil, nil
+	}
 	if err != nil {
 		reason := ReasonInvalidSpec
 		var refused *translator.Refusal
@@ -289,9 +299,17 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	}
 	if wf == nil {
 		// Nothing to do for this generation (a Provisioning whose cluster already is what
-		// the spec asks): record it as handled, and say so.
+		// the spec asks, a Software none of whose hosts needs an uploaded version): record
+		// it as handled, and say so.
 		st.ObservedGeneration, st.LastHandledRerun = gen, rerun
+		if r.kind.setRevision != nil {
+			r.kind.setRevision(obj, revision)
+		}
 		msg := fmt.Sprintf("generation %d needs no operation: the cluster already is what the spec asks", gen)
+		if upToDate != nil {
+			msg = upToDate.Message
+			r.Recorder.Event(obj, corev1.EventTypeNormal, ReasonUpToDate, msg)
+		}
 		setCondition(&st.Conditions, gen, bpav1.ConditionReady, metav1.ConditionTrue, ReasonUpToDate, msg)
 		meta.RemoveStatusCondition(&st.Conditions, bpav1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, bpav1.ConditionStalled)
@@ -341,14 +359,18 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	}
 	if created {
 		runsStarted.WithLabelValues(r.kind.kind).Inc()
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunStarted", "Started Workflow %s for generation %d", wf.Name, gen)
+		why := ""
+		if t := wf.Annotations[bpav1.TriggerAnnotation]; t != "" {
+			why = ": " + t
+		}
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunStarted", "Started Workflow %s for generation %d%s", wf.Name, gen, why)
 		log.FromContext(ctx).Info("started run", "workflow", wf.Name, "generation", gen)
 	}
 
 	st.ObservedGeneration = gen
 	st.LastHandledRerun = rerun
-	if r.kind.storedRevision != nil {
-		*r.kind.storedRevision(obj) = revision
+	if r.kind.setRevision != nil {
+		r.kind.setRevision(obj, revision)
 	}
 	// A new run starts with a clean slate: nothing from the last run may pass for this one.
 	st.Phase, st.Message, st.Progress = bpav1.PhasePending, "", ""
@@ -427,6 +449,13 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	}
 	if strings.Contains(msg, ReasonNodeUnreachable+":") {
 		reason = ReasonNodeUnreachable // run-kubespray's refusal to remove a dead host gracefully
+	}
+	if t := wf.Annotations[bpav1.TriggerAnnotation]; t != "" {
+		// No CR was edited: the conditions say what started the run ("htop 3.2.2-3 uploaded").
+		msg = t + ": " + msg
+		if reason == "" && !isTerminal(st.Phase) {
+			reason = r.kind.triggerReason
+		}
 	}
 	setRunConditions(st, obj.GetGeneration(), reason, msg)
 

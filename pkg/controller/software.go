@@ -32,55 +32,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 		Reader:   mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorderFor("bpa-controller"),
 		Options:  opts,
-		kind: runKind{
-			kind:      "Software",
-			nameLabel: bpav1.SoftwareNameLabel,
-			steps:     translator.SoftwareSteps,
-			newObject: func() runObject { return &bpav1.Software{} },
-			translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
-				sw := obj.(*bpav1.Software)
-				pol, err := policy.Get(ctx, c)
-				if err != nil {
-					return nil, err
-				}
-				repo, err := policy.SoftwareAptRepo(ctx, pol, c, sw, sw.Labels[bpav1.ClusterLabel])
-				var refused *policy.AptRefusal
-				if errors.As(err, &refused) {
-					return nil, &translator.Refusal{Field: "spec.aptSource", Reason: policy.ReasonPolicyViolation, Message: err.Error()}
-				} else if err != nil {
-					return nil, err
-				}
-				if repo != nil {
-					o.AptURL, o.AptKey, o.ArtifactsCA = repo.URL, repo.Key, repo.CA
-				}
-				return translator.Software(sw, o)
-			},
-			revision: func(ctx context.Context, obj runObject) (string, error) {
-				return nodesRevision(ctx, c, obj.GetNamespace(), obj.GetLabels()[bpav1.ClusterLabel])
-			},
-			storedRevision: func(obj runObject) *string { return &obj.(*bpav1.Software).Status.NodesHash },
-			gate: func(ctx context.Context, obj runObject, cluster string) (bool, string, error) {
-				return provisioningSucceeded(ctx, c, obj.GetNamespace(), cluster)
-			},
-			admit: func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
-				sw := obj.(*bpav1.Software)
-				pol, err := policy.Get(ctx, c)
-				if err != nil {
-					return nil, err
-				}
-				params, err := translator.SoftwareParameters(sw)
-				if err != nil {
-					return nil, err
-				}
-				return policy.AdmitSoftware(ctx, pol, mgr.GetAPIReader(), sw, cluster, params["ssh-secret"])
-			},
-			observe: func(obj runObject, _ string, _ *wfv1.Workflow, o Observation) {
-				s := obj.(*bpav1.Software)
-				if o.HostSoftware != nil {
-					s.Status.HostSoftware = o.HostSoftware
-				}
-			},
-		},
+		kind:     softwareKind(c, mgr.GetAPIReader()),
 	}
 	toSoftwares := func(ctx context.Context, o client.Object) []ctrl.Request {
 		cluster := o.GetLabels()[bpav1.ClusterLabel]
@@ -97,10 +49,71 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 	return b.
 		Watches(&bpav1.Provisioning{}, handler.EnqueueRequestsFromMapFunc(toSoftwares), builder.WithPredicates(gateChanged)).
 		Watches(&bpav1.BPAPolicy{}, handler.EnqueueRequestsFromMapFunc(allOf(c, &bpav1.SoftwareList{}))).
+		Watches(&bpav1.ArtifactIndex{}, handler.EnqueueRequestsFromMapFunc(trackingSoftwares(c))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), "-configmap") }))).
 		Named("software").
 		Complete(r)
+}
+
+// softwareKind is what a Software's runs need: c reads through the cache, secrets around it.
+func softwareKind(c client.Client, secrets client.Reader) runKind {
+	return runKind{
+		kind:      "Software",
+		nameLabel: bpav1.SoftwareNameLabel,
+		steps:     translator.SoftwareSteps,
+		newObject: func() runObject { return &bpav1.Software{} },
+		translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+			sw := obj.(*bpav1.Software)
+			pol, err := policy.Get(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			cluster := sw.Labels[bpav1.ClusterLabel]
+			repo, err := policy.SoftwareAptRepo(ctx, pol, c, sw, cluster)
+			var refused *policy.AptRefusal
+			if errors.As(err, &refused) {
+				return nil, &translator.Refusal{Field: "spec.aptSource", Reason: policy.ReasonPolicyViolation, Message: err.Error()}
+			} else if err != nil {
+				return nil, err
+			}
+			if repo != nil {
+				o.AptURL, o.AptKey, o.ArtifactsCA = repo.URL, repo.Key, repo.CA
+			}
+			if err := planLatest(ctx, c, pol, sw, cluster, &o); err != nil {
+				return nil, err
+			}
+			return translator.Software(sw, o)
+		},
+		revision: func(ctx context.Context, obj runObject) (string, error) {
+			return softwareRevision(ctx, c, obj.(*bpav1.Software))
+		},
+		handledRevision: func(obj runObject) string {
+			st := obj.(*bpav1.Software).Status
+			return joinRevision(st.NodesHash, st.Latest)
+		},
+		setRevision: func(obj runObject, revision string) {
+			st := &obj.(*bpav1.Software).Status
+			st.NodesHash, st.Latest = splitRevision(revision)
+		},
+		triggerReason: bpav1.ReasonPackageUploaded,
+		gate: func(ctx context.Context, obj runObject, cluster string) (bool, string, error) {
+			return provisioningSucceeded(ctx, c, obj.GetNamespace(), cluster)
+		},
+		admit: func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
+			sw := obj.(*bpav1.Software)
+			pol, err := policy.Get(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			params, err := translator.SoftwareParameters(sw)
+			if err != nil {
+				return nil, err
+			}
+			return policy.AdmitSoftware(ctx, pol, secrets, sw, cluster, params["ssh-secret"])
+		},
+		observe: observeSoftware,
+	}
 }
 
 // gateChanged passes the updates of a Provisioning that change what its cluster's Software

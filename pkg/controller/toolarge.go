@@ -57,8 +57,8 @@ func (r *runReconciler) refuseTooLarge(obj runObject, wf *wfv1.Workflow, limit, 
 	msg := fmt.Sprintf("Workflow %s for generation %d is %s, more than %s allows, so the run cannot start; a run's Workflow names every node it adds or removes: change fewer nodes in one generation (scale a pool in steps). It is not planned again until the spec changes or the %s annotation gets a new value",
 		wf.Name, gen, size, limit, bpav1.RerunAnnotation)
 	st.LastHandledRerun = rerun
-	if r.kind.storedRevision != nil {
-		*r.kind.storedRevision(obj) = revision
+	if r.kind.setRevision != nil {
+		r.kind.setRevision(obj, revision)
 	}
 	setStalled(st, gen, bpav1.ReasonWorkflowTooLarge, msg)
 	r.Recorder.Event(obj, corev1.EventTypeWarning, bpav1.ReasonWorkflowTooLarge, msg)
@@ -72,5 +72,5 @@ func (r *runReconciler) sizeRefused(obj runObject, rerun, revision string) bool 
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != bpav1.ReasonWorkflowTooLarge || c.ObservedGeneration != obj.GetGeneration() || st.LastHandledRerun != rerun {
 		return false
 	}
-	return r.kind.storedRevision == nil || *r.kind.storedRevision(obj) == revision
+	return r.kind.handledRevision == nil || r.kind.handledRevision(obj) == revision
 }

@@ -86,6 +86,7 @@ func TestRenderGolden(t *testing.T) {
 		{"provisioning-workflow-gone", describe.KindProvisioning, "provisioning-gone", nil},
 		{"provisioning-offloaded", describe.KindProvisioning, "provisioning-offloaded", nil},
 		{"software", describe.KindSoftware, "example-software", nil},
+		{"software-latest", describe.KindSoftware, "site-tools", nil},
 		{"cluster", describe.KindCluster, "cluster-sample", []string{"provisioning"}},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {

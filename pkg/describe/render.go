@@ -114,6 +114,9 @@ func renderTree(parent *node, t *Tree, opts Options) {
 	n := parent.add(title, phaseCell(string(phase)), cell{progress, plain},
 		cell{"cluster " + clean(t.Object.GetLabels()[bpav1.ClusterLabel]), dim})
 	renderConditions(n, conditions, opts.Now)
+	if sw, ok := t.Object.(*bpav1.Software); ok {
+		renderLatest(n, sw)
+	}
 	if run != nil {
 		renderRuns(n, t, run, opts)
 		renderHosts(n, run.Hosts)
@@ -265,15 +268,55 @@ func renderSteps(parent *node, o controller.Observation, times map[string]span, 
 			continue
 		}
 		for _, h := range o.HostSoftware {
-			changed := ""
+			var what []string
 			if h.Changed {
-				changed = "changed"
+				what = append(what, "changed")
+			}
+			if t := tracked(h); t != "" {
+				what = append(what, t)
 			}
 			tm := times[h.Name]
 			n.add(cell{clean(h.Name), plain}, cell{clean(h.IP), plain}, phaseCell(h.Phase),
-				cell{took(tm.start, tm.end, now), plain}, cell{changed, plain}, cell{clean(h.Message), plain})
+				cell{took(tm.start, tm.end, now), plain}, cell{strings.Join(what, ", "), plain}, cell{clean(h.Message), plain})
 		}
 	}
+}
+
+// renderLatest shows what a Software's `version: latest` items resolve to, from which
+// revision of the artifact server's index, and why the current run started when nobody
+// edited the Software ("htop 3.2.2-3 uploaded").
+func renderLatest(parent *node, sw *bpav1.Software) {
+	if len(sw.Status.Latest) == 0 && sw.Status.Trigger == "" {
+		return
+	}
+	n := parent.add(cell{"Latest", bold}, cell{fmt.Sprintf("index revision %d", sw.Status.IndexRevision), dim})
+	if sw.Status.Trigger != "" {
+		n.add(cell{"Trigger", plain}, cell{clean(sw.Status.Trigger), plain})
+	}
+	for _, v := range sw.Status.Latest {
+		n.add(cell{clean(v.Name), plain}, cell{clean(v.Version), plain})
+	}
+}
+
+// tracked is a host's tracked packages as its last run left them: "htop 3.2.2-3", with the
+// version it was brought to when that is not what it has ("htop 3.2.2-2, newest 3.2.2-3").
+func tracked(h bpav1.HostSoftwareStatus) string {
+	var out []string
+	for _, p := range h.Packages {
+		if p.Wanted != bpav1.VersionLatest {
+			continue
+		}
+		installed := p.Installed
+		if installed == "" {
+			installed = "not installed"
+		}
+		s := p.Name + " " + installed
+		if p.Target != "" && p.Target != p.Installed {
+			s += ", newest " + p.Target
+		}
+		out = append(out, clean(s))
+	}
+	return strings.Join(out, "; ")
 }
 
 type span struct{ start, end *metav1.Time }

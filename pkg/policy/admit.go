@@ -123,22 +123,30 @@ func SoftwareAptRepo(ctx context.Context, pol Policy, r client.Reader, sw *bpav1
 	if sw.Spec.AptSource == "" {
 		return nil, nil
 	}
-	list := &bpav1.ProvisioningList{}
-	if err := r.List(ctx, list, client.InNamespace(sw.Namespace), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
-		return nil, fmt.Errorf("listing the Provisionings of cluster %s: %w", cluster, err)
-	}
-	var prov *bpav1.Provisioning
-	for i, p := range list.Items {
-		if p.Status.Phase == bpav1.PhaseSucceeded && p.DeletionTimestamp.IsZero() {
-			prov = &list.Items[i]
-			break
-		}
+	prov, err := succeededProvisioning(ctx, r, sw.Namespace, cluster)
+	if err != nil {
+		return nil, err
 	}
 	repo, err := pol.AptRepo(sw, prov)
 	if err != nil {
 		return nil, &AptRefusal{err}
 	}
 	return repo, nil
+}
+
+// succeededProvisioning is the live Provisioning of cluster in ns that succeeded, the one a
+// Software's run is gated on; nil if none.
+func succeededProvisioning(ctx context.Context, r client.Reader, ns, cluster string) (*bpav1.Provisioning, error) {
+	list := &bpav1.ProvisioningList{}
+	if err := r.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{bpav1.ClusterLabel: cluster}); err != nil {
+		return nil, fmt.Errorf("listing the Provisionings of cluster %s: %w", cluster, err)
+	}
+	for i, p := range list.Items {
+		if p.Status.Phase == bpav1.PhaseSucceeded && p.DeletionTimestamp.IsZero() {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // AptRefusal is a spec.aptSource the site cannot serve: the Software is Stalled until the

@@ -35,6 +35,9 @@ type Node struct {
 	// a worker, both for a node with both roles; sorted by name. Items keep the CR's form
 	// (`"curl"` or `{"jq": {"version": "1.6-2"}}`).
 	Packages []bpav1.SoftwareItem `json:"packages"`
+	// Latest are the versions the node's `version: latest` items resolve to for this run
+	// (the newest in the artifact server's index when it started), by package name.
+	Latest map[string]string `json:"latest,omitempty"`
 }
 
 // AddressData builds the ConfigMap's MASTER_/WORKER_ keys from the hosts. Every host needs a

@@ -7,6 +7,9 @@
 //   - A present item (the default) is satisfied when the package is installed and, if a
 //     version is pinned, installed at exactly that version (dpkg's version string, epoch
 //     included).
+//   - A `version: latest` item is satisfied when the package is installed at the newest
+//     version the artifact server's repository held when the run started (the run's
+//     target), or at a newer one: latest never downgrades; only a pin does.
 //   - An absent item (`state: absent`) is satisfied when the package is not installed
 //     (removed with config files left counts as not installed).
 //   - Removing an item from the CR does nothing on the hosts: BPA does not remember what it
@@ -29,6 +32,7 @@ import (
 	"strings"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/debversion"
 )
 
 // DpkgQueryFormat is the -f format of the query; ParseDpkgQuery reads its output.
@@ -39,8 +43,7 @@ const DpkgQueryFormat = `${Package}\t${Version}\t${db:Status-Abbrev}\n`
 const AbsentWanted = "absent"
 
 var (
-	namePattern    = regexp.MustCompile(bpav1.DebianPackageNamePattern)
-	versionPattern = regexp.MustCompile(bpav1.DebianVersionPattern)
+	namePattern = regexp.MustCompile(bpav1.DebianPackageNamePattern)
 )
 
 // QueryCommand is the argv that lists the installed packages. It names no packages, so it
@@ -58,8 +61,9 @@ func Validate(items []bpav1.SoftwareItem) error {
 }
 
 // Normalize validates items and returns them sorted by name, one per package. Repeating an
-// item is harmless; a pinned and an unpinned item for one package become the pinned one,
-// since that satisfies both. Different pins, or present and absent, are a conflict.
+// item is harmless; a pinned (or latest) and an unpinned item for one package become the
+// pinned (or latest) one, since that satisfies both. Different pins, a pin and latest, or
+// present and absent, are a conflict.
 func Normalize(items ...[]bpav1.SoftwareItem) ([]bpav1.SoftwareItem, error) {
 	var problems []string
 	byName := map[string]bpav1.SoftwareItem{}
@@ -103,7 +107,7 @@ func check(it bpav1.SoftwareItem) string {
 	if len(it.Name) > bpav1.MaxPackageFieldLength || !namePattern.MatchString(it.Name) {
 		p = append(p, fmt.Sprintf("package name %s is not a Debian package name (%s; not ending in '-' or '+', which apt-get reads as remove or install)", show(it.Name), bpav1.DebianPackageNamePattern))
 	}
-	if it.Version != "" && (len(it.Version) > bpav1.MaxPackageFieldLength || !versionPattern.MatchString(it.Version) || strings.HasSuffix(it.Version, "-")) {
+	if it.Version != "" && it.Version != bpav1.VersionLatest && !debversion.Valid(it.Version) {
 		p = append(p, fmt.Sprintf("version %s of package %s is not a Debian version ([epoch:]upstream[-revision], starting with a digit)", show(it.Version), show(it.Name)))
 	}
 	switch it.State {
@@ -128,6 +132,8 @@ func describe(it bpav1.SoftwareItem) string {
 	switch {
 	case it.State == bpav1.PackageAbsent:
 		return "absent"
+	case it.Version == bpav1.VersionLatest:
+		return "latest"
 	case it.Version != "":
 		return "version " + it.Version
 	default:
@@ -170,6 +176,9 @@ type Plan struct {
 	// Install are apt-get install arguments (name or name=version); Remove are package names.
 	Install []string
 	Remove  []string
+	// downgrades is set when a pinned version is installed, which may be older than the
+	// host's: only then may apt-get downgrade (latest never does).
+	downgrades bool
 }
 
 // Changed reports whether the host needs any command.
@@ -185,6 +194,10 @@ func (p Plan) Unsatisfied() []string {
 		case s.Wanted == AbsentWanted:
 		case s.Installed == "":
 			out = append(out, s.Name+": not installed")
+		case s.Wanted == bpav1.VersionLatest:
+			if debversion.Compare(s.Installed, s.Target) < 0 {
+				out = append(out, fmt.Sprintf("%s: installed %s, older than the newest %s", s.Name, s.Installed, s.Target))
+			}
 		case s.Wanted != "" && s.Wanted != s.Installed:
 			out = append(out, fmt.Sprintf("%s: installed %s, wanted %s", s.Name, s.Installed, s.Wanted))
 		}
@@ -249,13 +262,10 @@ func (p Plan) Changes() [][]string {
 	var cmds [][]string
 	if len(p.Install) > 0 {
 		install := []string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends"}
-		for _, a := range p.Install {
-			if strings.Contains(a, "=") {
-				// A pin is the wanted state whether it is newer or older than what is there;
-				// without this apt-get refuses a downgrade under -y.
-				install = append(install, "--allow-downgrades")
-				break
-			}
+		if p.downgrades {
+			// A pin is the wanted state whether it is newer or older than what is there;
+			// without this apt-get refuses a downgrade under -y.
+			install = append(install, "--allow-downgrades")
 		}
 		cmds = append(cmds, append(install, p.Install...))
 	}
@@ -266,7 +276,9 @@ func (p Plan) Changes() [][]string {
 }
 
 // PlanHost compares the wanted items with what is installed (ParseDpkgQuery's result).
-func PlanHost(wanted []bpav1.SoftwareItem, installed map[string]string) (Plan, error) {
+// latest holds the target of each `version: latest` item (Node.Latest); one without a
+// target is an error, as is a target that is not a Debian version.
+func PlanHost(wanted []bpav1.SoftwareItem, installed, latest map[string]string) (Plan, error) {
 	items, err := Normalize(wanted)
 	if err != nil {
 		return Plan{}, err
@@ -281,14 +293,34 @@ func PlanHost(wanted []bpav1.SoftwareItem, installed map[string]string) (Plan, e
 			if ok {
 				p.Remove = append(p.Remove, it.Name)
 			}
-		case !ok:
+		case it.Version == bpav1.VersionLatest:
+			if st.Target, err = target(it.Name, latest); err != nil {
+				return Plan{}, err
+			}
+			// Older or missing only: a host with the target or newer (from the OS archive, or
+			// a pin before) keeps what it has.
+			if !ok || debversion.Compare(have, st.Target) < 0 {
+				p.Install = append(p.Install, it.Name+"="+st.Target)
+			}
+		case !ok, it.Version != "" && it.Version != have:
 			p.Install = append(p.Install, installArg(it))
-		case it.Version != "" && it.Version != have:
-			p.Install = append(p.Install, installArg(it))
+			p.downgrades = p.downgrades || it.Version != ""
 		}
 		p.Packages = append(p.Packages, st)
 	}
 	return p, nil
+}
+
+// target is the version a latest item of name resolves to in latest.
+func target(name string, latest map[string]string) (string, error) {
+	v, ok := latest[name]
+	switch {
+	case !ok:
+		return "", fmt.Errorf("package %s: version latest, but the run names no newest version for it", show(name))
+	case !debversion.Valid(v):
+		return "", fmt.Errorf("package %s: newest version %s is not a Debian version", show(name), show(v))
+	}
+	return v, nil
 }
 
 func installArg(it bpav1.SoftwareItem) string {

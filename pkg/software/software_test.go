@@ -27,8 +27,8 @@ var (
 	goodNames = []string{"jq", "libc6", "libstdc++6", "libsigc++-2.0-dev", "python3.11", "lib32z1-dev", "0ad", "x11-apps"}
 	// A trailing '-' or '+' is apt-get's remove or install suffix, so g++ goes too.
 	badNames     = []string{"", "a", "Jq", "-rf", "--purge", ".jq", "jq;id", "x; rm -rf /", "$(id)", "`id`", "jq\nid", "jq id", "jq=1.0", "jq'", strings.Repeat("a", 129), "openssh-server-", "kubelet-", "xz.+", "g++", "a-", "a+"}
-	goodVersions = []string{"1", "1.6-2", "1.5+dfsg-1ubuntu0.1", "2:9.0.1378-2", "1.0~rc1", "7.88.1-10+deb12u5"}
-	badVersions  = []string{"a1", "-1", "1.0-", "1.0 2", "1.0;id", "$(id)", "1.0\n2", ":1", "1:", "1.0'", "1_0", strings.Repeat("1", 129)}
+	goodVersions = []string{"1", "1.6-2", "1.5+dfsg-1ubuntu0.1", "2:9.0.1378-2", "1.0~rc1", "7.88.1-10+deb12u5", "latest"}
+	badVersions  = []string{"a1", "-1", "Latest", "latest ", "newest", "1.0-", "1.0 2", "1.0;id", "$(id)", "1.0\n2", ":1", "1:", "1.0'", "1_0", strings.Repeat("1", 129)}
 )
 
 func TestValidate(t *testing.T) {
@@ -88,7 +88,12 @@ func TestNormalize(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, %v; want %v", got, err, want)
 	}
+	// latest and unpinned: latest, which satisfies both.
+	if got, err := Normalize([]bpav1.SoftwareItem{item("htop", "")}, []bpav1.SoftwareItem{item("htop", "latest")}); err != nil || !reflect.DeepEqual(got, []bpav1.SoftwareItem{item("htop", "latest")}) {
+		t.Errorf("latest and unpinned: %v, %v", got, err)
+	}
 	for _, conflict := range [][]bpav1.SoftwareItem{
+		{item("jq", "1.5"), item("jq", "latest")},
 		{item("jq", "1.5"), item("jq", "1.6")},
 		{item("jq", ""), absent("jq")},
 		{item("jq", "1.5"), absent("jq")},
@@ -194,7 +199,7 @@ func TestPlanHost(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := PlanHost(tc.wanted, installed)
+			p, err := PlanHost(tc.wanted, installed, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +252,7 @@ func TestUnknown(t *testing.T) {
 // a hostile item, even when the rest of the list is fine.
 func TestPlanHostRefusesInjectionBeforeBuildingAnything(t *testing.T) {
 	for _, bad := range []bpav1.SoftwareItem{item("curl; id", ""), item("jq", "1.0 && id"), item("-o", "")} {
-		p, err := PlanHost([]bpav1.SoftwareItem{item("htop", ""), bad}, nil)
+		p, err := PlanHost([]bpav1.SoftwareItem{item("htop", ""), bad}, nil, nil)
 		if err == nil || p.Changed() || len(commands(p)) != 0 {
 			t.Errorf("%v: plan %+v, err %v", bad, p, err)
 		}

@@ -59,7 +59,7 @@ func TestTemplateCommandLinesParse(t *testing.T) {
 // newRoot is the command tree as cmd/bpa builds it.
 func newRoot() *cobra.Command {
 	root := cli.NewRootCommand()
-	root.AddCommand(steps.Command())
+	root.AddCommand(cli.InCluster(steps.Command()))
 	return root
 }
 

@@ -9,17 +9,28 @@ import (
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 
+// Run scopes: which hosts a software run visits.
+const (
+	// ScopeAll visits every host of the cluster: a spec change, a rerun, a node joining.
+	ScopeAll = "all"
+	// ScopeOutdated visits only the hosts that need a newly uploaded version of a tracked
+	// package, by what the Software's status records of them (software.NeedsLatest).
+	ScopeOutdated = "outdated"
+)
+
 // SoftwareSteps are the DAG's tasks, in order.
 var SoftwareSteps = []string{"resolve-nodes", "install-software", "verify-software"}
 
 var softwareParameterOrder = []string{
 	"software", "cluster", "generation", "ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key",
-	"apt-url", "apt-key", "artifacts-ca",
+	"apt-url", "apt-key", "artifacts-ca", "latest", "scope",
 }
 
 // SoftwareParameters derives the Workflow parameters of a Software, defaults applied.
 // apt-url, apt-key and artifacts-ca, the apt repository of spec.aptSource, are the site
-// policy's and empty here; the caller sets them (Options, or lookup). None is secret.
+// policy's and empty here; latest, the versions the items saying latest resolve to, comes
+// from the artifact server's index; the caller sets them (Options, or lookup). scope is
+// ScopeAll unless the caller says otherwise. None is secret.
 func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	cluster, err := ClusterOf(s)
 	if err != nil {
@@ -30,6 +41,7 @@ func SoftwareParameters(s *bpav1.Software) (map[string]string, error) {
 	params["cluster"] = cluster
 	params["generation"] = strconv.FormatInt(s.Generation, 10)
 	params["apt-url"], params["apt-key"], params["artifacts-ca"] = "", "", ""
+	params["latest"], params["scope"] = "", ScopeAll
 	return params, nil
 }
 
@@ -46,7 +58,14 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 		return nil, err
 	}
 	params["apt-url"], params["apt-key"], params["artifacts-ca"] = opts.AptURL, opts.AptKey, opts.ArtifactsCA
+	params["latest"] = opts.Latest
+	if opts.Scope != "" {
+		params["scope"] = opts.Scope
+	}
 	wf := newWorkflow(s, "Software", bpav1.SoftwareNameLabel, workflowtemplates.Software, "software", params["cluster"], opts, softwareDeadline)
+	if opts.Trigger != "" {
+		wf.Annotations[bpav1.TriggerAnnotation] = opts.Trigger
+	}
 	wf.Spec.Entrypoint = "install"
 	wf.Spec.Arguments.Parameters = parameters(params, softwareParameterOrder)
 
@@ -58,7 +77,8 @@ func Software(s *bpav1.Software, opts Options) (*wfv1.Workflow, error) {
 		"apt-url", wfParam("apt-url"), "apt-key", wfParam("apt-key"), "artifacts-ca", wfParam("artifacts-ca"))
 	install.WithParam = FanOutItems
 	tasks := []wfv1.DAGTask{
-		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation")),
+		task("resolve-nodes", t, "resolve-nodes", "", "software", wfParam("software"), "generation", wfParam("generation"),
+			"latest", wfParam("latest"), "scope", wfParam("scope")),
 		install,
 		task("verify-software", t, "verify-software", "install-software.Succeeded || install-software.Failed",
 			"results", "{{tasks.install-software.outputs.parameters.result}}"),

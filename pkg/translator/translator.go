@@ -55,7 +55,18 @@ type Options struct {
 	// AptURL and AptKey are a Software's apt repository (policy.Policy.AptRepo): its
 	// server and the admin's key for it, "" for none.
 	AptURL, AptKey string
+	// Latest are the versions a Software's latest items resolve to (software.FormatLatest);
+	// Scope the hosts its run visits (ScopeAll when empty); Trigger why the run
+	// starts when no CR was edited, for the Workflow's bpa.akraino.org/trigger annotation.
+	Latest, Scope, Trigger string
 }
+
+// UpToDate is a translation's answer when the change it was asked to carry out needs no
+// run (every host of a Software already has the version an upload made newest); Message
+// says why, for the CR's conditions and events.
+type UpToDate struct{ Message string }
+
+func (u *UpToDate) Error() string { return u.Message }
 
 // ClusterOf returns the cluster a CR belongs to, or an error naming the missing label.
 func ClusterOf(obj metav1.Object) (string, error) {

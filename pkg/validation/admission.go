@@ -24,14 +24,32 @@ func ValidateAdmission(obj *unstructured.Unstructured) field.ErrorList {
 	errs := validateClusterLabel(obj)
 	errs = append(errs, validateExtraVars(obj)...)
 	if obj.GetKind() == "Software" {
+		aptSource, _, _ := unstructured.NestedString(obj.Object, "spec", "aptSource")
 		for _, list := range []string{"masterSoftware", "workerSoftware"} {
 			items, _, _ := unstructured.NestedSlice(obj.Object, "spec", list)
 			for i, item := range items {
-				errs = append(errs, ValidateSoftwareItem(field.NewPath("spec", list).Index(i), item)...)
+				p := field.NewPath("spec", list).Index(i)
+				errs = append(errs, ValidateSoftwareItem(p, item)...)
+				errs = append(errs, validateLatest(p, item, aptSource)...)
 			}
 		}
 	}
 	return errs
+}
+
+// validateLatest refuses `version: latest` unless packages come from the artifact server's
+// repository (spec.aptSource bpa): latest is the newest version that repository holds, and
+// nothing else says which versions exist.
+func validateLatest(p *field.Path, item any, aptSource string) field.ErrorList {
+	m, _ := item.(map[string]any)
+	for name, opts := range m {
+		o, _ := opts.(map[string]any)
+		if o["version"] == bpav1.VersionLatest && aptSource != bpav1.AptSourceBPA {
+			return field.ErrorList{field.Invalid(p.Child(name, "version"), bpav1.VersionLatest,
+				"latest is the newest version in the artifact server's repository: it needs spec.aptSource: bpa")}
+		}
+	}
+	return nil
 }
 
 func validateClusterLabel(obj *unstructured.Unstructured) field.ErrorList {
@@ -95,11 +113,15 @@ func validatePackageName(p *field.Path, name string) field.ErrorList {
 	return nil
 }
 
-// ValidatePackageVersion checks Debian version syntax. Steps call it again before building
-// any command, so a value that bypassed admission still cannot reach apt-get.
+// ValidatePackageVersion checks an item's version: Debian version syntax, or latest. Steps
+// call it again before building any command, so a value that bypassed admission still
+// cannot reach apt-get.
 func ValidatePackageVersion(p *field.Path, v string) field.ErrorList {
+	if v == bpav1.VersionLatest {
+		return nil
+	}
 	if len(v) > bpav1.MaxPackageFieldLength || !debianVersion.MatchString(v) || strings.HasSuffix(v, "-") {
-		return field.ErrorList{field.Invalid(p, v, "must follow Debian version syntax ([epoch:]upstream[-revision], starting with a digit)")}
+		return field.ErrorList{field.Invalid(p, v, "must follow Debian version syntax ([epoch:]upstream[-revision], starting with a digit), or be latest")}
 	}
 	return nil
 }

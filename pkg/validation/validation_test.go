@@ -23,7 +23,7 @@ import (
 func TestCRDsAreAcceptedByTheAPIServerValidation(t *testing.T) {
 	crds, err := validation.CRDs()
 	require.NoError(t, err)
-	require.Len(t, crds, 4)
+	require.Len(t, crds, 5)
 	for _, crd := range crds {
 		internal := &apiextensions.CustomResourceDefinition{}
 		crd.Status.StoredVersions = []string{"v1alpha1"} // set by the apiserver on create

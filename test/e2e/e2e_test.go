@@ -49,15 +49,7 @@ type env struct {
 // TestE2E runs the scenarios on one simulated site, one after another: each uses its own
 // cluster and hosts, so none depends on another's leftovers.
 func TestE2E(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	site := sim.New(t, sim.Options{})
-	e := &env{Site: site, t: t, ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log("controller log (tail):\n" + tail(site.ControllerLog(), 60))
-		}
-	})
+	e := newSiteEnv(t)
 
 	t.Run("a/examples-provision", e.scenarioExamples)
 	t.Run("b/lease-appears-later", e.scenarioLateLease)
@@ -70,6 +62,20 @@ func TestE2E(t *testing.T) {
 	t.Run("i/claims-are-consumerRefs", e.scenarioConsumerRef)
 	t.Run("j/day-2", e.scenarioDay2)
 	t.Run("k/offline", e.scenarioOffline)
+}
+
+// newSiteEnv starts a simulated site for t, with a context that ends with t, and shows the
+// controller's log when t fails.
+func newSiteEnv(t *testing.T) *env {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	t.Cleanup(cancel)
+	site := sim.New(t, sim.Options{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("controller log (tail):\n" + tail(site.ControllerLog(), 60))
+		}
+	})
+	return &env{Site: site, t: t, ctx: ctx}
 }
 
 // ---- scenario a: every provisioning example reaches Succeeded ----

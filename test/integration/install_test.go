@@ -105,7 +105,7 @@ func TestInstallManifests(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 13, "ClusterRole": 6, "ClusterRoleBinding": 3,
+		"Namespace": 1, "CustomResourceDefinition": 5, "ArtifactIndex": 1, "ServiceAccount": 13, "ClusterRole": 6, "ClusterRoleBinding": 3,
 		"Role": 8, "RoleBinding": 8, "Deployment": 2, "ValidatingAdmissionPolicy": 6, "ValidatingAdmissionPolicyBinding": 6,
 		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3, "PersistentVolumeClaim": 1, "Service": 1,
 	}, kinds)

@@ -178,7 +178,7 @@ func (h *Host) setUp(t testing.TB) {
 	if out, err := exec.Command("cp", "-a", "/etc/ssl/certs", h.path("ssl-certs")).CombinedOutput(); err != nil {
 		t.Fatalf("simhost: copying the machine's /etc/ssl/certs: %v: %s", err, out)
 	}
-	for _, f := range []string{"calls.log", "packages", "available", "held"} {
+	for _, f := range []string{"calls.log", "packages", "available", "bpa-available", "held"} {
 		writeFile(t, h.path(f), nil, 0o644)
 	}
 	lib := h.path("stublib.sh")

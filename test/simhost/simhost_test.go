@@ -195,3 +195,31 @@ func TestStopKillsOrphans(t *testing.T) {
 		t.Errorf("orphan %d survived Stop", orphan)
 	}
 }
+
+// TestAptGetStandInVersions: a package BPA's repository offers installs only at a version it
+// has; a pin below what is installed needs --allow-downgrades; an unpinned install takes the
+// highest version offered and never goes down, as apt's does.
+func TestAptGetStandInVersions(t *testing.T) {
+	h := Start(t, "h", "127.0.1.17")
+	h.SetAvailable(map[string]string{"htop": "3.2.2-2"})
+	writeFile(t, h.path("bpa-available"), []byte("htop\t3.2.2-3\nhtop\t3.2.2-10\n"), 0o644)
+	if _, err := h.exec("apt-get install -y htop=3.2.2-9"); err == nil || !strings.Contains(err.Error(), "Version '3.2.2-9' for 'htop' was not found") {
+		t.Errorf("a version no repository has: %v", err)
+	}
+	if _, err := h.exec("apt-get install -y htop=3.2.2-3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.exec("apt-get install -y htop=3.2.2-2"); err == nil || !strings.Contains(err.Error(), "without --allow-downgrades") {
+		t.Errorf("a downgrade without --allow-downgrades: %v", err)
+	}
+	if _, err := h.exec("apt-get install -y htop"); err != nil || h.Packages()["htop"] != "3.2.2-10" {
+		t.Errorf("unpinned: the highest version offered (3.2.2-10, not the first listed): %v, %v", err, h.Packages())
+	}
+	if _, err := h.exec("apt-get install -y --allow-downgrades htop=3.2.2-2"); err != nil || h.Packages()["htop"] != "3.2.2-2" {
+		t.Errorf("a downgrade with --allow-downgrades: %v, %v", err, h.Packages())
+	}
+	h.SetPackages(map[string]string{"htop": "3.2.2-20"})
+	if out, err := h.exec("apt-get install -y htop"); err != nil || h.Packages()["htop"] != "3.2.2-20" || !strings.Contains(string(out), "already the newest version") {
+		t.Errorf("unpinned never downgrades: %s %v, %v", out, err, h.Packages())
+	}
+}

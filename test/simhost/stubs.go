@@ -11,7 +11,10 @@ package simhost
 //
 //	packages   name<TAB>version<TAB>status, status "ii" (installed) or "rc" (removed,
 //	           config files left, as apt-get remove leaves them)
-//	available  name<TAB>version: the repository's candidate for an unpinned install
+//	available  name<TAB>version: the OS repository's candidate for an unpinned install
+//	bpa-available  name<TAB>version: every version BPA's signed repository offers this
+//	           host, as apt-get update last read it (bpa_source): all of them, but only
+//	           of the names its apt preferences let through
 //	held       one name per line: apt-get "succeeds" but leaves these alone
 //	fail.TOOL  if present, TOOL prints its content to stderr and exits non-zero
 
@@ -41,11 +44,28 @@ matches() {
 	*.*) ;;
 	*) return 0 ;;
 	esac
-	if awk -F'\t' -v n="$1" '$1 == n { f = 1 } END { exit !f }' "$D/available" "$D/packages"; then
+	if awk -F'\t' -v n="$1" '$1 == n { f = 1 } END { exit !f }' "$D/available" "$D/bpa-available" "$D/packages"; then
 		return 0
 	fi
-	awk -F'\t' -v re="$1" '$1 ~ re { print $1 }' "$D/available"
+	awk -F'\t' -v re="$1" '$1 ~ re { print $1 }' "$D/available" "$D/bpa-available" | sort -u
 }
+
+# candidate NAME: the version apt-get installs for an unpinned NAME: the highest, by dpkg's
+# order (the real dpkg --compare-versions, which only reads), of the OS repository's and
+# BPA's repository's versions; empty if neither has it.
+candidate() {
+	best=
+	for v in $(awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$D/available" "$D/bpa-available"); do
+		if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then best=$v; fi
+	done
+	printf '%s' "$best"
+}
+
+# from_bpa NAME: whether BPA's repository offers NAME to this host.
+from_bpa() { awk -F'\t' -v n="$1" '$1 == n { f = 1 } END { exit !f }' "$D/bpa-available"; }
+
+# offered NAME VERSION: whether a repository has that version of NAME.
+offered() { awk -F'\t' -v n="$1" -v v="$2" '$1 == n && $2 == v { f = 1 } END { exit !f }' "$D/available" "$D/bpa-available"; }
 
 status_of() { awk -F'\t' -v n="$1" '$1 == n { s = $3 } END { print s }' "$D/packages"; }
 
@@ -53,9 +73,12 @@ status_of() { awk -F'\t' -v n="$1" '$1 == n { s = $3 } END { print s }' "$D/pack
 # repository: InRelease fetched with the host's curl and trust store, its signature checked
 # by gpgv against the Signed-By key (apt refuses an unsigned or mis-signed repository with
 # exit 100), Packages fetched and checked against InRelease's SHA256, and its packages made
-# available. Other sources are the host's "available" file.
+# available, every version of each, but only those of the names BPA's apt preferences
+# (/etc/apt/preferences.d/bpa-artifacts.pref) give a priority of 0 or more: -1 means never,
+# as apt reads it. Other sources are the host's "available" file.
 bpa_source() {
 	src=/etc/apt/sources.list.d/bpa-artifacts.sources
+	: >"$D/bpa-available"
 	[ -f "$src" ] || return 0
 	uri=$(sed -n 's/^URIs: //p' "$src")
 	key=$(sed -n 's/^Signed-By: //p' "$src")
@@ -79,8 +102,16 @@ bpa_source() {
 	fi
 	awk '/^Package:/ { p = $2 } /^Version:/ { v = $2 } /^$/ { if (p != "") print p "\t" v; p = "" } END { if (p != "") print p "\t" v }' \
 		"$tmp/Packages" >"$tmp/new"
-	awk -F'\t' 'NR == FNR { n[$1] = 1; next } !($1 in n)' "$tmp/new" "$D/available" >"$tmp/old"
-	cat "$tmp/old" "$tmp/new" >"$D/available"
+	pref=/etc/apt/preferences.d/bpa-artifacts.pref
+	if [ -f "$pref" ]; then
+		# Each stanza: Package (names or *), Pin (release o=BPA), Pin-Priority. A name is let
+		# through by a stanza naming it with priority >= 0, or by * with priority >= 0.
+		awk 'function flush() { if (pkgs != "" && pin == "release o=BPA" && prio >= 0) { n = split(pkgs, a, " "); for (i = 1; i <= n; i++) print a[i] } pkgs = ""; pin = ""; prio = -1 }
+			/^Package:/ { pkgs = substr($0, 10) } /^Pin:/ { pin = substr($0, 6) } /^Pin-Priority:/ { prio = $2 + 0 } /^$/ { flush() } END { flush() }' "$pref" >"$tmp/allowed"
+		awk -F'\t' 'NR == FNR { ok[$1] = 1; next } ("*" in ok) || ($1 in ok)' "$tmp/allowed" "$tmp/new" >"$D/bpa-available"
+	else
+		cp "$tmp/new" "$D/bpa-available"
+	fi
 	rm -rf "$tmp"
 }
 
@@ -103,7 +134,9 @@ awk -F'\t' 'NF >= 3 { printf "%s\t%s\t%s \n", $1, $2, $3 }' "$D/packages" | LC_A
 
 // stubAptGet handles update, install (name or name=version) and remove like apt-get does
 // for the purpose of the tests: it checks every package before changing any, and fails with
-// apt's own messages. Like apt 2.6, it installs every available package matching an
+// apt's own messages. An unpinned install takes the highest version offered and never
+// downgrades; a pin below the installed version needs --allow-downgrades; a pinned version
+// of a package BPA's repository offers must be one it has. Like apt 2.6, it installs every available package matching an
 // unpinned name it has no package of that holds a '.', read as a regular expression.
 const stubAptGet = `#!/bin/sh
 set -eu
@@ -115,6 +148,12 @@ if [ "$(id -u)" != 0 ]; then
 	exit 100
 fi
 op=
+downgrades=
+for a in "$@"; do
+	case "$a" in
+	--allow-downgrades) downgrades=1 ;;
+	esac
+done
 for a in "$@"; do
 	case "$a" in
 	-*) ;;
@@ -143,12 +182,27 @@ for a in "$@"; do
 	if [ "$op" = install ]; then
 		case "$a" in
 		*=*) ver=${a#*=} ;;
-		*) ver=$(awk -F'\t' -v n="$name" '$1 == n { print $2; exit }' "$D/available") ;;
+		*) ver=$(candidate "$name") ;;
 		esac
 		if [ -z "$ver" ] && [ "$(status_of "$name")" != ii ] && [ -z "$(matches "$a")" ]; then
 			echo "E: Unable to locate package $name" >&2
 			exit 100
 		fi
+		old=$(awk -F'\t' -v n="$name" '$1 == n && $3 == "ii" { v = $2 } END { print v }' "$D/packages")
+		case "$a" in
+		*=*)
+			# The OS repository is simulated by its candidates only, so its pins install as
+			# asked; a package BPA's repository offers is held to the versions it has.
+			if from_bpa "$name" && ! offered "$name" "$ver" && [ "$old" != "$ver" ]; then
+				echo "E: Version '$ver' for '$name' was not found" >&2
+				exit 100
+			fi
+			if [ -n "$old" ] && dpkg --compare-versions "$ver" lt "$old" && [ -z "$downgrades" ]; then
+				echo "E: Packages were downgraded and -y was used without --allow-downgrades." >&2
+				exit 100
+			fi
+			;;
+		esac
 	fi
 done
 seen=
@@ -174,13 +228,18 @@ for a in "$@"; do
 	fi
 	case "$a" in
 	*=*) ver=${a#*=} ;;
-	*) ver=$(awk -F'\t' -v n="$name" '$1 == n { print $2; exit }' "$D/available") ;;
+	*) ver=$(candidate "$name") ;;
 	esac
+	if [ -n "$old" ] && [ "$(status_of "$name")" = ii ] && [ "$a" = "$name" ] && { [ -z "$ver" ] || ! dpkg --compare-versions "$ver" gt "$old"; }; then
+		# Unpinned: apt never downgrades, nor reinstalls what is there.
+		echo "$name is already the newest version ($old)."
+		continue
+	fi
 	[ -n "$ver" ] || ver=$old
 	if [ -z "$ver" ]; then
 		for m in $(matches "$a"); do
 			echo "Note, selecting '$m' for regex '$a'"
-			v=$(awk -F'\t' -v n="$m" '$1 == n { print $2; exit }' "$D/available")
+			v=$(candidate "$m")
 			set_pkg "$m" "$v" ii
 			echo "Setting up $m ($v) ..."
 		done
@@ -211,10 +270,10 @@ for a in "$@"; do
 	case "$a" in
 	-*) continue ;;
 	esac
-	recs=$(awk -F'\t' -v n="$a" '$1 == n { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2; exit }' "$D/available")
+	recs=$(awk -F'\t' -v n="$a" '$1 == n { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2; exit }' "$D/available" "$D/bpa-available")
 	[ -n "$recs" ] || recs=$(awk -F'\t' -v n="$a" '$1 == n && $3 == "ii" { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2; exit }' "$D/packages")
 	case "$a" in
-	*.*) [ -n "$recs" ] || recs=$(awk -F'\t' -v re="$a" '$1 ~ re { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2 }' "$D/available") ;;
+	*.*) [ -n "$recs" ] || recs=$(awk -F'\t' -v re="$a" '$1 ~ re && !seen[$1]++ { printf "Package: %s\nVersion: %s\nDescription: simulated\n\n", $1, $2 }' "$D/available" "$D/bpa-available") ;;
 	esac
 	if [ -z "$recs" ]; then
 		echo "N: Unable to locate package $a" >&2

@@ -23,8 +23,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
@@ -94,6 +97,18 @@ func TokenFor(ctx context.Context, t testing.TB, r *rig.Rig, sa, clusterRole str
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp, Audiences: audiences}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return tr.Status.Token
+}
+
+// ServerClient is a client of the Kubernetes API as config/serve's ServiceAccount
+// bpa-artifacts (created in the rig's namespace), bound to config/serve's ClusterRole of that
+// name (InstallRoles first), with a real token: what `bpa serve` itself may do.
+func ServerClient(ctx context.Context, t testing.TB, r *rig.Rig, scheme *runtime.Scheme) client.Client {
+	token := TokenFor(ctx, t, r, "bpa-artifacts", "bpa-artifacts")
+	cfg := rest.AnonymousClientConfig(r.RESTConfig)
+	cfg.BearerToken = token
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	return c
 }
 
 // Server starts a real artifact server over HTTPS that reads anonymously, as a site's

@@ -3,8 +3,9 @@
 //
 // The host comes as one object of resolve-nodes' output (--host, see software.Node). The step
 //
-//  1. validates the host and every item (Debian syntax) before anything else, so a hostile
-//     value never reaches a command, not even a quoted one;
+//  1. validates the host, every item and the versions its latest items resolve to (Debian
+//     syntax) before anything else, so a hostile value never reaches a command, not even a
+//     quoted one;
 //  2. reads the installed versions over SSH with dpkg-query; if the host already satisfies
 //     every item, it stops there: no apt-get at all;
 //  3. otherwise, when installing, adds spec.aptSource's repository (--apt-url, with the site
@@ -131,7 +132,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 	}
 	defer client.Close()
 
-	before, err := plan(ctx, client, items)
+	before, err := plan(ctx, client, items, node.Latest)
 	if err != nil {
 		return fmt.Errorf("%s: %w", who, err)
 	}
@@ -149,7 +150,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 			// Record what the host has now, after a partial install, if it can still be asked:
 			// with a deadline of its own, since the step's may be what just ran out.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			if now, qerr := plan(rctx, client, items); qerr == nil {
+			if now, qerr := plan(rctx, client, items, node.Latest); qerr == nil {
 				res.Packages = now.Packages
 			}
 			cancel()
@@ -177,7 +178,7 @@ func (o *options) install(ctx context.Context, res *bpav1.HostSoftwareStatus) er
 		}
 	}
 
-	after, err := plan(ctx, client, items)
+	after, err := plan(ctx, client, items, node.Latest)
 	if err != nil {
 		return fmt.Errorf("%s: after installing: %w", who, err)
 	}
@@ -235,8 +236,9 @@ func known(ctx context.Context, client *sshexec.Client, names []string) error {
 	return nil
 }
 
-// plan reads the installed versions and compares them with the items.
-func plan(ctx context.Context, client *sshexec.Client, items []bpav1.SoftwareItem) (software.Plan, error) {
+// plan reads the installed versions and compares them with the items, latest ones with
+// their targets (software.Node.Latest).
+func plan(ctx context.Context, client *sshexec.Client, items []bpav1.SoftwareItem, latest map[string]string) (software.Plan, error) {
 	out, err := client.Output(ctx, software.QueryCommand())
 	if err != nil {
 		return software.Plan{}, fmt.Errorf("reading installed packages: %w", err)
@@ -245,7 +247,7 @@ func plan(ctx context.Context, client *sshexec.Client, items []bpav1.SoftwareIte
 	if err != nil {
 		return software.Plan{}, err
 	}
-	return software.PlanHost(items, installed)
+	return software.PlanHost(items, installed, latest)
 }
 
 // parseHost decodes and validates --host. It returns what it could decode even on error, so
@@ -266,6 +268,10 @@ func parseHost(s string) (software.Node, []bpav1.SoftwareItem, error) {
 	}
 	items, err := software.Normalize(n.Packages)
 	if err != nil {
+		return n, nil, fmt.Errorf("host %s: %w", n.Name, err)
+	}
+	// The latest items' targets are checked before any host is contacted, like the items.
+	if _, err := software.PlanHost(items, nil, n.Latest); err != nil {
 		return n, nil, fmt.Errorf("host %s: %w", n.Name, err)
 	}
 	return n, items, nil

@@ -19,6 +19,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
+	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -135,6 +136,15 @@ func (o options) softwareParameters(ctx context.Context, c client.Client, pol po
 	}
 	if repo != nil {
 		params["apt-url"], params["apt-key"], params["artifacts-ca"] = repo.URL, repo.Key, repo.CA
+	}
+	// The newest versions the latest items follow, from the index the policy names for
+	// that server; an ad-hoc run visits every host (scope all).
+	latest, err := policy.SoftwareLatest(ctx, pol, c, s, params["cluster"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if latest != nil {
+		params["latest"] = software.FormatLatest(latest.Versions)
 	}
 	return params, nil, nil
 }

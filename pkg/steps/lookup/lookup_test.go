@@ -163,13 +163,7 @@ func TestLookupWritesThePolicysCA(t *testing.T) {
 // of its cluster's Provisioning that succeeded, with the admin's key and CA; and is refused,
 // naming spec.aptSource, where the site gives that server no key.
 func TestLookupWritesTheSoftwaresAptRepo(t *testing.T) {
-	ca := string(nodetrusttest.NewCA(t, []string{"artifacts"}).PEM)
-	_, public := artifactstest.AptKey(t)
-	key, err := os.ReadFile(public)
-	require.NoError(t, err)
-	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
-		Spec:   bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: "https://artifacts:8443"}},
-		Status: bpav1.ProvisioningStatus{RunStatus: bpav1.RunStatus{Phase: bpav1.PhaseSucceeded}}}
+	ca, key, p := offlineCluster(t)
 	sw := &bpav1.Software{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
 		Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA, MasterSoftware: []bpav1.SoftwareItem{{Name: "jq"}}}}
 	for aptKey, want := range map[string]string{string(key): "", "": "spec.aptSource: BPAPolicy default gives artifact server https://artifacts:8443 no aptKey"} {
@@ -195,4 +189,38 @@ func TestLookupWritesTheSoftwaresAptRepo(t *testing.T) {
 			read(name)
 		}
 	}
+}
+
+// An ad-hoc run of a Software tracking latest gets the newest versions from the index the
+// BPAPolicy names for the cluster's server, as the controller's runs do, and visits every
+// host.
+func TestSoftwareLatest(t *testing.T) {
+	ca, key, p := offlineCluster(t)
+	sw := &bpav1.Software{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
+		Spec: bpav1.SoftwareSpec{AptSource: bpav1.AptSourceBPA, MasterSoftware: []bpav1.SoftwareItem{{Name: "htop", Version: "latest"}, {Name: "jq", Version: "1.6-2.1"}}}}
+	pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
+		ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca, AptKey: string(key), Index: "site"}}}}
+	idx := &bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Status: bpav1.ArtifactIndexStatus{Revision: 2,
+		Packages: []bpav1.PackageVersion{{Name: "htop", Version: "3.2.2-3"}, {Name: "jq", Version: "1.7.1-3"}}}}
+	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sw, pol, idx, sshSecret("c1-ssh", "c1")).Build()
+	dir := t.TempDir()
+	require.NoError(t, options{namespace: "ns", software: "s1", outputDir: dir}.run(context.Background(), c))
+	for name, want := range map[string]string{"latest": "htop=3.2.2-3", "scope": "all"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b), name)
+	}
+}
+
+// offlineCluster is a CA and an apt key the site admin could list for an artifact server,
+// and a Provisioning of cluster c1 that succeeded with that server as spec.offline.url.
+func offlineCluster(t *testing.T) (ca string, key []byte, p *bpav1.Provisioning) {
+	ca = string(nodetrusttest.NewCA(t, []string{"artifacts"}).PEM)
+	_, public := artifactstest.AptKey(t)
+	key, err := os.ReadFile(public)
+	require.NoError(t, err)
+	p = &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
+		Spec:   bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: "https://artifacts:8443"}},
+		Status: bpav1.ProvisioningStatus{RunStatus: bpav1.RunStatus{Phase: bpav1.PhaseSucceeded}}}
+	return ca, key, p
 }

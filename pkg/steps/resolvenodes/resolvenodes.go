@@ -16,6 +16,12 @@
 // computes it from the ConfigMap, so the controller can tell which node set a run covered
 // and start a new run when a node joins.
 //
+// Items saying `version: latest` get the versions the controller resolved for the run from
+// the artifact server's index (--latest), each node the ones of its own items. A run started
+// by an upload (--scope outdated) lists only the nodes that need the new versions, by what
+// the Software's status records of each (software.NeedsLatest): a node with them, or with
+// newer ones, is not contacted at all.
+//
 // Every software item is validated here, before any host is contacted, and again by
 // install-software.
 package resolvenodes
@@ -57,6 +63,8 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.output, "output", "/tmp/bpa/out/nodes.json", "file to write the JSON list of nodes to")
 			fs.StringVar(&o.outputNames, "output-names", "", "file to write the JSON list of node names to")
 			fs.StringVar(&o.outputHash, "output-hash", "", "file to write the node-set hash to")
+			fs.StringVar(&o.latest, "latest", "", "the versions the items saying latest resolve to: name=version words, space-separated")
+			fs.StringVar(&o.scope, "scope", translator.ScopeAll, "which nodes to list: all, or outdated (those the Software's status shows without the --latest versions)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
@@ -64,6 +72,7 @@ func Command() *cobra.Command {
 
 type options struct {
 	namespace, software, output, outputNames, outputHash string
+	latest, scope                                        string
 	generation                                           int64
 	logf                                                 func(format string, args ...any)
 }
@@ -111,7 +120,9 @@ func describeItems(items []bpav1.SoftwareItem) string {
 	out := make([]string, 0, len(items))
 	for _, it := range items {
 		s := it.Name
-		if it.Version != "" {
+		if it.Version == bpav1.VersionLatest {
+			s += " (latest)"
+		} else if it.Version != "" {
 			s += "=" + it.Version
 		}
 		if it.State == bpav1.PackageAbsent {
@@ -154,7 +165,60 @@ func (o *options) resolve(ctx context.Context, c client.Client) ([]software.Node
 	if err != nil {
 		return nil, "", err
 	}
+	if nodes, err = o.resolveLatest(sw, nodes); err != nil {
+		return nil, "", err
+	}
 	return nodes, software.NodesHash(addresses), nil
+}
+
+// resolveLatest gives each node's latest items their versions and, for an upload's run,
+// keeps only the nodes that need them. Should none need them (the controller checked the
+// same status before starting the run, so only a race gets here) it keeps every node: each
+// then finds its packages current and changes nothing, and the run's DAG stays whole.
+func (o *options) resolveLatest(sw *bpav1.Software, nodes []software.Node) ([]software.Node, error) {
+	newest, err := software.ParseLatest(o.latest)
+	if err != nil {
+		return nil, fmt.Errorf("--latest: %w", err)
+	}
+	for i := range nodes {
+		if err := nodes[i].Resolve(newest); err != nil {
+			return nil, err
+		}
+	}
+	switch o.scope {
+	case translator.ScopeAll, "":
+		return nodes, nil
+	case translator.ScopeOutdated:
+	default:
+		return nil, fmt.Errorf("--scope: %q is neither %s nor %s", o.scope, translator.ScopeAll, translator.ScopeOutdated)
+	}
+	recorded := map[string]*bpav1.HostSoftwareStatus{}
+	for i, h := range sw.Status.HostSoftware {
+		recorded[h.Name] = &sw.Status.HostSoftware[i]
+	}
+	var outdated []software.Node
+	for _, n := range nodes {
+		if software.NeedsLatest(n, recorded[n.Name]) {
+			outdated = append(outdated, n)
+		} else {
+			o.logf("node %s already has %s or newer: not contacted", n.Name, describeLatest(n.Latest))
+		}
+	}
+	if len(outdated) == 0 {
+		o.logf("no node's recorded versions are older than %s; listing every node, each of which finds its packages current", o.latest)
+		return nodes, nil
+	}
+	return outdated, nil
+}
+
+// describeLatest is a node's resolved versions for the log: "htop 3.2.2-3, jq 1.7".
+func describeLatest(latest map[string]string) string {
+	var parts []string
+	for name, v := range latest {
+		parts = append(parts, name+" "+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // clusterHosts reads the cluster's hosts from its ConfigMap, or else from its Provisioning.

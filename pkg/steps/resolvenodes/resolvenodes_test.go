@@ -43,12 +43,20 @@ func configMap(data map[string]string) *corev1.ConfigMap {
 }
 
 func run(t *testing.T, objs ...client.Object) (nodes, hash string, err error) {
+	return runWith(t, nil, objs...)
+}
+
+// runWith is run with some options changed (--latest, --scope).
+func runWith(t *testing.T, change func(*options), objs ...client.Object) (nodes, hash string, err error) {
 	t.Helper()
 	dir := t.TempDir()
 	o := &options{namespace: "bpa", software: "sw", generation: 3,
 		output: filepath.Join(dir, "out", "nodes.json"), outputHash: filepath.Join(dir, "out", "nodes-hash"),
 		outputNames: filepath.Join(dir, "out", "names.json"),
 		logf:        t.Logf}
+	if change != nil {
+		change(o)
+	}
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { return o.GetName() == "prov" }) {
 		objs = append(objs, publisher())
 	}

@@ -29,6 +29,10 @@ const (
 	SoftwareNameLabel     = "bpa.akraino.org/software"
 	ClusterNameLabel      = "bpa.akraino.org/cluster"
 
+	// TriggerAnnotation on a Workflow says why BPA started it when no CR was edited
+	// ("htop 3.2.2-3 uploaded"); the CR's conditions, events and status repeat it.
+	TriggerAnnotation = "bpa.akraino.org/trigger"
+
 	// HostClaimLabel shows, on a BareMetalHost, the cluster that claimed it. The claim itself
 	// is spec.consumerRef (metal3's own field, which Cluster API's Metal3 provider honours
 	// too); the label is for selection and display.
@@ -66,6 +70,16 @@ const ReasonImmutableSetting = "ImmutableSetting"
 // the size and the limit. The same spec would plan the same Workflow, so it is not planned
 // again until the spec, the rerun annotation (or a Software's cluster nodes) change.
 const ReasonWorkflowTooLarge = "WorkflowTooLarge"
+
+// ReasonPackageUploaded is the Reconciling reason of a Software run started because a newer
+// version of a package it tracks (`version: latest`) was uploaded to the artifact server.
+const ReasonPackageUploaded = "PackageUploaded"
+
+// ReasonLatestUnavailable is the Stalled reason of a Software whose `version: latest` item
+// cannot be resolved: the BPAPolicy names no index for its artifact server, the server has
+// recorded none, or the repository holds no such package. The message names the item; the
+// Software runs when the index or the policy changes.
+const ReasonLatestUnavailable = "LatestUnavailable"
 
 // Condition types, kstatus-compatible.
 const (

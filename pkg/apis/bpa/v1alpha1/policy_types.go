@@ -81,6 +81,15 @@ type ArtifactServer struct {
 	// +kubebuilder:validation:Pattern=`^\s*-----BEGIN PGP PUBLIC KEY BLOCK-----\r?\n(\r?\n|[A-Za-z0-9+/=\s]|Version: [ -~]*\r?\n|Comment: [ -~]*\r?\n)*-----END PGP PUBLIC KEY BLOCK-----\s*$`
 	AptKey string `json:"aptKey,omitempty"`
 
+	// Index names the ArtifactIndex this server records its apt repository's packages in
+	// (`bpa serve --index`). Softwares whose items say `version: latest` follow it: a newer
+	// version uploaded starts their runs. Only the index named here is read for this server,
+	// so no other object (and no other server) can tell BPA what it holds.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Index string `json:"index,omitempty"`
+
 	// Namespaces are the namespaces whose Provisionings may name this server. Empty means
 	// every namespace: listing a server is already the admin's opt-in, and what it holds is
 	// read anonymously by every node that uses it, so it is a site-wide resource like

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,6 +20,12 @@ const (
 	MaxPackageFieldLength    = 128
 )
 
+// VersionLatest as an item's version tracks the newest version of the package in the
+// artifact server's repository (spec.aptSource bpa): a newer one uploaded is installed on
+// the hosts that have an older one, with no CR edit; a host never goes down to it. It
+// cannot be mistaken for a Debian version, which starts with a digit.
+const VersionLatest = "latest"
+
 // PackageState says whether a package should be installed or removed.
 type PackageState string
 
@@ -28,7 +35,8 @@ const (
 )
 
 // SoftwareItem is a package name (`- curl`) or a single-key map with options
-// (`- jq: {version: 1.5+dfsg-1ubuntu0.1}`), as in the ICN samples.
+// (`- jq: {version: 1.5+dfsg-1ubuntu0.1}`), as in the ICN samples. `version: latest`
+// (VersionLatest) tracks the artifact server's newest version, with spec.aptSource bpa only.
 //
 // An OpenAPI schema cannot type a value that is either a string or an object, and CRD CEL
 // rules cannot run on an untyped value, so the ValidatingAdmissionPolicy in config/admission
@@ -105,11 +113,31 @@ type SoftwareSpec struct {
 // AptSourceBPA takes packages from the cluster's artifact server as well.
 const AptSourceBPA = "bpa"
 
+// Tracked are the names of the packages the spec's items track (`version: latest`), sorted
+// and each once.
+func (s *SoftwareSpec) Tracked() []string {
+	var names []string
+	for _, list := range [][]SoftwareItem{s.MasterSoftware, s.WorkerSoftware} {
+		for _, it := range list {
+			if it.Version == VersionLatest && it.State != PackageAbsent && !slices.Contains(names, it.Name) {
+				names = append(names, it.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // PackageStatus is one package on one host.
 type PackageStatus struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// Wanted is the item's version: a pinned version, latest, absent, or empty for any.
 	Wanted    string `json:"wanted,omitempty"`
 	Installed string `json:"installed,omitempty"`
+	// Target is, for a latest item, the newest version the artifact server held when the run
+	// started: the host gets it unless it has it or a newer one.
+	// +optional
+	Target string `json:"target,omitempty"`
 }
 
 // HostSoftwareStatus is the outcome of the install on one host.
@@ -130,10 +158,30 @@ type HostSoftwareStatus struct {
 type SoftwareStatus struct {
 	RunStatus `json:",inline"`
 
-	// HostSoftware is the per-host result of the last run.
+	// HostSoftware is the per-host result of the last run that covered the host (a run
+	// started by an upload covers only the hosts that need the new version).
 	// +optional
 	// +listType=atomic
 	HostSoftware []HostSoftwareStatus `json:"hostSoftware,omitempty"`
+
+	// Latest are the versions the items saying `version: latest` resolved to for the current
+	// run: the newest of each package in the artifact server's index. A newer one in the
+	// index starts a run.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=512
+	Latest []PackageVersion `json:"latest,omitempty"`
+
+	// IndexRevision is the revision of the artifact server's ArtifactIndex that Latest was
+	// read from.
+	// +optional
+	IndexRevision int64 `json:"indexRevision,omitempty"`
+
+	// Trigger says why the current run started when nobody edited the Software, e.g.
+	// "htop 3.2.2-3 uploaded" (the run's Workflow carries it as bpa.akraino.org/trigger).
+	// +optional
+	Trigger string `json:"trigger,omitempty"`
 
 	// NodesHash identifies the set of nodes the last run covered, so a node joining the
 	// cluster starts a run of its own.
