@@ -161,9 +161,7 @@ func readLive(ctx context.Context, k *kubeFlags, name, bmhFile string) (*bpav1.P
 		bmhs, err := hostmatch.ReadBareMetalHostsFile(bmhFile)
 		return p, bmhs, bmhFile, pol, judged(err)
 	}
-	if p.Spec.BareMetalHostNamespace != "" {
-		ns = p.Spec.BareMetalHostNamespace
-	}
+	ns = p.HostNamespace()
 	var list metal3v1.BareMetalHostList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, nil, "", nil, fmt.Errorf("listing the BareMetalHosts of namespace %s: %w", ns, err)

@@ -294,10 +294,7 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 // or no metal3. It reads around the cache: the hosts may live in a namespace the cache does
 // not watch, and a stale list could release a claim made since.
 func claimedHosts(ctx context.Context, reader client.Reader, p *bpav1.Provisioning, cluster string) (*metal3v1.BareMetalHostList, error) {
-	ns := p.Spec.BareMetalHostNamespace
-	if ns == "" {
-		ns = p.Namespace
-	}
+	ns := p.HostNamespace()
 	pol, err := policy.Get(ctx, reader)
 	if err != nil {
 		return nil, err
