@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // The invocation of run-kubespray: its options, how they are checked, and the
@@ -49,10 +51,10 @@ type RunOptions struct {
 }
 
 // DefaultRunOptions are the flags' defaults: the paths the WorkflowTemplate mounts the
-// inputs at. `bpa plan` builds its argv from them too.
+// inputs at (pkg/steps/stepio's, the steps' one record of them). `bpa plan` builds its argv from them too.
 func DefaultRunOptions() RunOptions {
 	return RunOptions{
-		Inventory: "/tmp/bpa/in/hosts.ini", ExtraVars: "/tmp/bpa/in/extra-vars.yaml",
+		Inventory: stepio.In(stepio.InventoryFile), ExtraVars: stepio.In(stepio.ExtraVarsFile),
 		SSHKey: "/etc/bpa/ssh/ssh-privatekey", KnownHosts: "/etc/bpa/ssh/known_hosts",
 		SSHUser: "root", SSHPort: 22, Playbook: "cluster.yml", AnsiblePlaybook: "ansible-playbook",
 		KubesprayImage: "quay.io/kubespray/kubespray:" + DefaultVersion,

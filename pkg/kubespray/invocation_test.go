@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // The release's profile builds the command line: the playbook must be one of its own, and
@@ -52,7 +54,7 @@ func TestBuildChecksHostKeys(t *testing.T) {
 	assert.Equal(t, "/usr/bin/ansible-playbook", inv.Path)
 	assert.Equal(t, []string{
 		"ansible-playbook",
-		"-i", "/tmp/bpa/in/hosts.ini",
+		"-i", stepio.In(stepio.InventoryFile),
 		"--private-key", "/etc/bpa/ssh/ssh-privatekey",
 		"-u", "root",
 		"-b",

@@ -10,6 +10,7 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 
@@ -212,9 +213,6 @@ func CheckAdHocPlan(p *bpav1.Provisioning, c *ChangePlan) error {
 const (
 	adHocRegion   = "ad-hoc-run"
 	lookupOutputs = "lookup-outputs"
-	// lookupOutputDir is where `bpa step lookup` writes one file per parameter (its
-	// --output-dir in the template).
-	lookupOutputDir = "/tmp/bpa/out"
 )
 
 // GenerateAdHocRun returns bpa-provision's template file (provision.yaml) with its
@@ -229,7 +227,7 @@ func GenerateAdHocRun(file []byte) ([]byte, error) {
 	if file, err = workflowtemplates.Splice(file, adHocRegion, dag); err != nil {
 		return nil, err
 	}
-	outputs, err := workflowtemplates.RenderOutputs(AdHocParameterNames(), lookupOutputDir, 10)
+	outputs, err := workflowtemplates.RenderOutputs(AdHocParameterNames(), stepio.OutDir, 10)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
@@ -38,7 +39,7 @@ func TestAdHocRunIsGenerated(t *testing.T) {
 	var outputs []string
 	for _, o := range wft.GetTemplateByName("lookup").Outputs.Parameters {
 		outputs = append(outputs, o.Name)
-		assert.Equal(t, "/tmp/bpa/out/"+o.Name, o.ValueFrom.Path)
+		assert.Equal(t, stepio.Out(o.Name), o.ValueFrom.Path)
 	}
 	assert.Equal(t, translator.AdHocParameterNames(), outputs)
 }

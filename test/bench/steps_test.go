@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -157,7 +157,7 @@ func BenchmarkHostSteps1000(b *testing.B) {
 		"--output-inventory="+filepath.Join(dir, "hosts.ini"), "--output-vars="+filepath.Join(dir, "extra-vars.yaml"))
 
 	// The steps did the work: every node placed, every host claimed, every line rendered.
-	hosts, err := discoverhosts.ReadHosts(resolved)
+	hosts, err := stepio.ReadHosts(resolved)
 	must(b, err, "reading resolve-leases' output")
 	if len(hosts) != masters+workers {
 		b.Fatalf("resolve-leases wrote %d hosts, want %d", len(hosts), masters+workers)

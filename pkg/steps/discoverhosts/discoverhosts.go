@@ -25,33 +25,34 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 // Command returns `bpa step discover-hosts`.
 func Command() *cobra.Command {
-	var cr CR
+	var cr stepio.CR
 	var output string
 	return stepcmd.Command(stepcmd.Step{
 		Name:  "discover-hosts",
 		Short: "Choose a BareMetalHost for every node of a Provisioning and claim it for the cluster",
 		Flags: func(cmd *cobra.Command) {
-			cr.AddFlags(cmd)
-			cmd.Flags().StringVar(&output, "output", "/tmp/bpa/out/hosts.json", "file to write the chosen hosts to (JSON)")
+			cr.AddFlags(cmd.Flags())
+			cmd.Flags().StringVar(&output, "output", stepio.Out(stepio.HostsFile), "file to write the chosen hosts to (JSON)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
 			hosts, err := Run(ctx, c, cr, func(format string, args ...any) { fmt.Printf(format+"\n", args...) })
 			if err != nil {
 				return err
 			}
-			return WriteHosts(output, hosts)
+			return stepio.WriteHosts(output, hosts)
 		},
 	})
 }
 
 // Run matches the Provisioning's nodes to the BareMetalHosts of its namespace and claims
 // the chosen hosts. logf reports each claim (the step's log in Argo).
-func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any)) ([]bpav1.HostStatus, error) {
+func Run(ctx context.Context, c client.Client, cr stepio.CR, logf func(string, ...any)) ([]bpav1.HostStatus, error) {
 	p, err := cr.Get(ctx, c)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func Run(ctx context.Context, c client.Client, cr CR, logf func(string, ...any))
 		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}
 	me := hostmatch.ClaimantOf(p, cluster)
-	ns := BareMetalHostNamespace(p)
+	ns := p.HostNamespace()
 	var list metal3v1.BareMetalHostList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("listing BareMetalHosts in namespace %s: %w", ns, err)

@@ -19,6 +19,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 const ns = "bpa"
@@ -70,7 +71,7 @@ func TestDiscoverAndClaim(t *testing.T) {
 	c := newClient(append(bmhs, p, spare, other)...)
 	var log []string
 	logf := func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
-	cr := CR{Namespace: ns, Name: p.Name, Generation: 3}
+	cr := stepio.CR{Namespace: ns, Name: p.Name, Generation: 3}
 
 	hosts, err := Run(context.Background(), c, cr, logf)
 	require.NoError(t, err)
@@ -100,8 +101,8 @@ func TestDiscoverAndClaim(t *testing.T) {
 
 	// The output is the JSON list the next step reads.
 	out := filepath.Join(t.TempDir(), "out", "hosts.json")
-	require.NoError(t, WriteHosts(out, hosts))
-	back, err := ReadHosts(out)
+	require.NoError(t, stepio.WriteHosts(out, hosts))
+	back, err := stepio.ReadHosts(out)
 	require.NoError(t, err)
 	assert.Equal(t, hosts, back)
 }
@@ -110,7 +111,7 @@ func TestAnotherClusterCannotTakeClaimedHosts(t *testing.T) {
 	p, bmhs := example(t, "provisioning-by-mac")
 	bmhs[0].(*metal3v1.BareMetalHost).Labels = map[string]string{bpav1.HostClaimLabel: "cluster-xyz"}
 	c := newClient(append(bmhs, p)...)
-	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	_, err := Run(context.Background(), c, stepio.CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	assert.EqualError(t, err, `Provisioning provisioning-sample: node master: the host with MAC 00:c6:14:04:61:b2 cannot be used: `+
 		`BareMetalHost node-01 is claimed by cluster "cluster-xyz" (label bpa.akraino.org/cluster)`)
 	assert.Equal(t, "cluster-xyz", claims(t, c)["bpa/node-01"])
@@ -122,7 +123,7 @@ func TestBareMetalHostNamespace(t *testing.T) {
 	p.Spec.BareMetalHostNamespace = "metal3"
 	bmhs[0].SetNamespace("metal3")
 	c := newClient(append(bmhs, p)...)
-	hosts, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	hosts, err := Run(context.Background(), c, stepio.CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.NoError(t, err)
 	assert.Equal(t, []bpav1.HostStatus{{Name: "master-1", Roles: []string{"master", "worker"}, MAC: "00:e1:ba:ce:df:bd", BareMetalHost: "node-09", Etcd: true}}, hosts)
 	assert.Equal(t, "cluster-efg Provisioning bpa/sample-kud-plugins", claims(t, c)["metal3/node-09"])
@@ -142,7 +143,7 @@ func TestClaimConflict(t *testing.T) {
 			return cl.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
-	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	_, err := Run(context.Background(), c, stepio.CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "claiming BareMetalHost bpa/node-09 for Provisioning sample-kud-plugins: it changed since it was listed; the retry matches again")
 	assert.Equal(t, "cluster-other", claims(t, c)["bpa/node-09"])
@@ -151,7 +152,7 @@ func TestClaimConflict(t *testing.T) {
 func TestNoAssignment(t *testing.T) {
 	p, bmhs := example(t, "provisioning-by-resources")
 	c := newClient(append(bmhs[1:], p)...) // without node-06, the only SR-IOV host
-	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
+	_, err := Run(context.Background(), c, stepio.CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.ErrorIs(t, err, hostmatch.ErrNoAssignment)
 	assert.Contains(t, err.Error(), "Provisioning provisioning-by-resources: no assignment of BareMetalHosts satisfies every node: node worker-2")
 }
@@ -160,14 +161,14 @@ func TestCRErrors(t *testing.T) {
 	p, bmhs := example(t, "provisioning-by-mac")
 	c := newClient(append(bmhs, p)...)
 	for name, tc := range map[string]struct {
-		cr   CR
+		cr   stepio.CR
 		want string
 	}{
-		"changed":   {CR{Namespace: ns, Name: p.Name, Generation: 2}, "Provisioning provisioning-sample changed since this run started (generation 2, now 3); the controller starts a new run"},
-		"no name":   {CR{Namespace: ns}, "--provisioning is required"},
-		"no ns":     {CR{Name: p.Name}, "--namespace is required (or set POD_NAMESPACE)"},
-		"not found": {CR{Namespace: ns, Name: "nope"}, `reading Provisioning bpa/nope: provisionings.bpa.akraino.org "nope" not found`},
-		"other ns":  {CR{Namespace: "x", Name: p.Name}, "reading Provisioning x/provisioning-sample"},
+		"changed":   {stepio.CR{Namespace: ns, Name: p.Name, Generation: 2}, "Provisioning provisioning-sample changed since this run started (generation 2, now 3); the controller starts a new run"},
+		"no name":   {stepio.CR{Namespace: ns}, "--provisioning is required"},
+		"no ns":     {stepio.CR{Name: p.Name}, "--namespace is required (or set POD_NAMESPACE)"},
+		"not found": {stepio.CR{Namespace: ns, Name: "nope"}, `reading Provisioning bpa/nope: provisionings.bpa.akraino.org "nope" not found`},
+		"other ns":  {stepio.CR{Namespace: "x", Name: p.Name}, "reading Provisioning x/provisioning-sample"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Run(context.Background(), c, tc.cr, func(string, ...any) {})
@@ -178,31 +179,15 @@ func TestCRErrors(t *testing.T) {
 	unlabelled := p.DeepCopy()
 	unlabelled.Name, unlabelled.Labels, unlabelled.ResourceVersion = "unlabelled", nil, ""
 	require.NoError(t, c.Create(context.Background(), unlabelled))
-	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: "unlabelled"}, func(string, ...any) {})
+	_, err := Run(context.Background(), c, stepio.CR{Namespace: ns, Name: "unlabelled"}, func(string, ...any) {})
 	assert.ErrorContains(t, err, "Provisioning unlabelled: metadata.labels.cluster: required")
-}
-
-func TestReadHostsErrors(t *testing.T) {
-	dir := t.TempDir()
-	for name, tc := range map[string]struct{ content, want string }{
-		"unknown field": {`[{"name": "m", "adress": "x"}]`, `json: unknown field "adress"`},
-		"empty":         {`[]`, "the list is empty"},
-		"not JSON":      {`name: m`, "reading hosts from"},
-	} {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(tc.content), 0o644))
-		_, err := ReadHosts(p)
-		assert.ErrorContains(t, err, tc.want, name)
-	}
-	_, err := ReadHosts(filepath.Join(dir, "missing"))
-	assert.ErrorContains(t, err, "reading hosts: open")
 }
 
 func TestCommandFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "from-env")
 	cmd := Command()
 	require.NoError(t, cmd.ParseFlags([]string{"--provisioning=p", "--generation=4"}))
-	for flag, want := range map[string]string{"namespace": "from-env", "provisioning": "p", "generation": "4", "output": "/tmp/bpa/out/hosts.json"} {
+	for flag, want := range map[string]string{"namespace": "from-env", "provisioning": "p", "generation": "4", "output": stepio.Out(stepio.HostsFile)} {
 		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
 	}
 	assert.Equal(t, "discover-hosts", cmd.Name())
@@ -217,7 +202,7 @@ func TestForeignConsumerIsSkippedAndNamed(t *testing.T) {
 	bmhs[0].(*metal3v1.BareMetalHost).Spec.ConsumerRef = capm3
 	c := newClient(append(bmhs, p)...)
 	var log []string
-	_, err := Run(context.Background(), c, CR{Namespace: ns, Name: p.Name}, func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) })
+	_, err := Run(context.Background(), c, stepio.CR{Namespace: ns, Name: p.Name}, func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "BareMetalHost node-01 is used by Metal3Machine bpa/workload-md-0-x (spec.consumerRef)")
 	assert.Contains(t, log, "BareMetalHost bpa/node-01 skipped: used by Metal3Machine bpa/workload-md-0-x")
@@ -231,7 +216,7 @@ func TestLegacyLabelClaimIsAdoptedOnce(t *testing.T) {
 	p, bmhs := example(t, "provisioning-kud-plugins")
 	bmhs[0].(*metal3v1.BareMetalHost).Labels = map[string]string{bpav1.HostClaimLabel: "cluster-efg"}
 	c := newClient(append(bmhs, p)...)
-	cr := CR{Namespace: ns, Name: p.Name}
+	cr := stepio.CR{Namespace: ns, Name: p.Name}
 	_, err := Run(context.Background(), c, cr, func(string, ...any) {})
 	require.NoError(t, err)
 	assert.Equal(t, "cluster-efg Provisioning bpa/sample-kud-plugins", claims(t, c)["bpa/node-09"])

@@ -42,6 +42,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // Result phases, as Argo names node phases.
@@ -60,7 +61,7 @@ func Command() *cobra.Command {
 			fs := cmd.Flags()
 			o.flags = fs
 			fs.StringVar(&o.host, "host", "", `the host, as JSON: {"name","ip","roles","packages"} (one item of resolve-nodes' output)`)
-			fs.StringVar(&o.output, "output", "/tmp/bpa/out/result.json", "file to write the host's result (JSON) to")
+			fs.StringVar(&o.output, "output", stepio.Out(stepio.ResultFile), "file to write the host's result (JSON) to")
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole step")
 			fs.StringVar(&o.aptURL, "apt-url", "", "artifact server whose signed apt repository (URL/apt/) the host gets, \"\" for none")
 			fs.StringVar(&o.aptKey, "apt-key", "", "armored OpenPGP public key that signs that repository (the site policy's)")
@@ -97,7 +98,7 @@ func (o *options) run(ctx context.Context) error {
 	o.logf("%s", software.HostLine(*res))
 	data, merr := json.Marshal(res)
 	if merr == nil {
-		merr = stepcmd.WriteOutput(o.output, data)
+		merr = stepio.WriteOutput(o.output, data)
 	}
 	return errors.Join(err, merr)
 }

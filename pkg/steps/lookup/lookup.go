@@ -21,6 +21,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -35,7 +36,7 @@ func Command() *cobra.Command {
 			cmd.Flags().StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
 			cmd.Flags().StringVar(&o.software, "software", "", "name of the Software")
 			cmd.Flags().StringVar(&o.cluster, "cluster", "", "the cluster whose mutex the run holds: the Provisioning must still belong to it (empty: not checked)")
-			cmd.Flags().StringVar(&o.outputDir, "output-dir", "/tmp/bpa/out", "directory to write one file per parameter")
+			cmd.Flags().StringVar(&o.outputDir, "output-dir", stepio.OutDir, "directory to write one file per parameter")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
 	})
@@ -51,7 +52,7 @@ func (o options) run(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for name, value := range params {
-		if err := stepcmd.WriteOutput(filepath.Join(o.outputDir, name), []byte(value)); err != nil {
+		if err := stepio.WriteOutput(filepath.Join(o.outputDir, name), []byte(value)); err != nil {
 			return err
 		}
 	}

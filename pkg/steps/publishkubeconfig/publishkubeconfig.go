@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -40,7 +39,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/verify"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -52,9 +51,8 @@ func Command() *cobra.Command {
 		Short: "Publish the staged kubeconfig as <cluster>-kubeconfig and the node addresses as <cluster>-configmap",
 		Flags: func(cmd *cobra.Command) {
 			fs := cmd.Flags()
-			fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Provisioning and the Workflow")
-			fs.StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
-			fs.StringVar(&o.hostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "JSON list of the run's hosts ({name, roles, ip, ...})")
+			o.cr.AddNameFlags(fs)
+			fs.StringVar(&o.hostsFile, "hosts-file", stepio.In(stepio.HostsFile), "JSON list of the run's hosts ({name, roles, ip, ...})")
 			fs.StringVar(&o.workflowName, "workflow-name", "", "name of the Workflow running this step ({{workflow.name}}); names the staging Secret")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
@@ -62,23 +60,24 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	namespace, provisioning, hostsFile, workflowName string
-	logf                                             func(format string, args ...any)
+	cr                      stepio.CR
+	hostsFile, workflowName string
+	logf                    func(format string, args ...any)
 }
 
 func (o *options) run(ctx context.Context, c client.Client) error {
-	if o.provisioning == "" || o.namespace == "" || o.workflowName == "" {
-		return errors.New("--provisioning, --namespace and --workflow-name are required")
+	if o.workflowName == "" {
+		return errors.New("--workflow-name is required")
 	}
-	p := &bpav1.Provisioning{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
-		return fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
+	p, err := o.cr.Get(ctx, c)
+	if err != nil {
+		return err
 	}
 	cluster, err := translator.ClusterOf(p)
 	if err != nil {
 		return err
 	}
-	hosts, err := verify.ReadHosts(o.hostsFile)
+	hosts, err := stepio.ReadHosts(o.hostsFile)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	}
 
 	staging := &corev1.Secret{}
-	stagingKey := client.ObjectKey{Namespace: o.namespace, Name: kubeconfig.StagingSecretName(o.workflowName)}
+	stagingKey := client.ObjectKey{Namespace: o.cr.Namespace, Name: kubeconfig.StagingSecretName(o.workflowName)}
 	err = c.Get(ctx, stagingKey, staging)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -128,7 +127,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 // alreadyPublished reports whether this Workflow published the kubeconfig already.
 func (o *options) alreadyPublished(ctx context.Context, c client.Client, cluster string) (bool, error) {
 	s := &corev1.Secret{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: kubeconfig.PublishedSecretName(cluster)}, s)
+	err := c.Get(ctx, client.ObjectKey{Namespace: o.cr.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}, s)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -139,7 +138,7 @@ func (o *options) alreadyPublished(ctx context.Context, c client.Client, cluster
 }
 
 func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.PublishedSecretName(cluster)}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.cr.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
 		// A Secret's type cannot change; one of another type is not ours to replace.
 		if s.Type != "" && s.Type != kubeconfig.PublishedSecretType {
@@ -161,7 +160,7 @@ func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.P
 }
 
 func (o *options) publishConfigMap(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, addresses map[string]string) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.AddressConfigMapName(cluster)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: o.cr.Namespace, Name: kubeconfig.AddressConfigMapName(cluster)}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c, cm, func() error {
 		data := map[string]string{}
 		for k, v := range cm.Data {

@@ -19,6 +19,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 const conf = "apiVersion: v1\nkind: Config\n# credentials would be here\n"
@@ -46,7 +47,7 @@ func setUp(t *testing.T, objs ...client.Object) (*options, client.Client, *[]str
 		t.Fatal(err)
 	}
 	var logs []string
-	o := &options{namespace: "bpa", provisioning: "prov", hostsFile: f, workflowName: "wf-1",
+	o := &options{cr: stepio.CR{Namespace: "bpa", Name: "prov"}, hostsFile: f, workflowName: "wf-1",
 		logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }}
 	c := crfake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
 	return o, c, &logs

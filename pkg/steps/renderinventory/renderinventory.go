@@ -19,8 +19,8 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // DefaultTemplateKey is the ConfigMap key read when templateConfigMapRef names none (the
@@ -29,7 +29,7 @@ const DefaultTemplateKey = "hosts.ini.tmpl"
 
 // Options are the step's flags.
 type Options struct {
-	CR              discoverhosts.CR
+	CR              stepio.CR
 	HostsFile       string
 	OutputInventory string
 	OutputVars      string
@@ -45,10 +45,10 @@ func Command() *cobra.Command {
 		Name:  "render-inventory",
 		Short: "Render the kubespray inventory and extra-vars file for the chosen hosts",
 		Flags: func(cmd *cobra.Command) {
-			o.CR.AddFlags(cmd)
-			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "hosts with their IPs, from resolve-leases (JSON)")
-			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", "/tmp/bpa/out/hosts.ini", "file to write the inventory to")
-			cmd.Flags().StringVar(&o.OutputVars, "output-vars", "/tmp/bpa/out/extra-vars.yaml", "file to write the ansible-playbook extra vars to (YAML, strings tagged !unsafe)")
+			o.CR.AddFlags(cmd.Flags())
+			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", stepio.In(stepio.HostsFile), "hosts with their IPs, from resolve-leases (JSON)")
+			cmd.Flags().StringVar(&o.OutputInventory, "output-inventory", stepio.Out(stepio.InventoryFile), "file to write the inventory to")
+			cmd.Flags().StringVar(&o.OutputVars, "output-vars", stepio.Out(stepio.ExtraVarsFile), "file to write the ansible-playbook extra vars to (YAML, strings tagged !unsafe)")
 			cmd.Flags().StringVar(&o.ArtifactsCA, "artifacts-ca", "", "file with the site policy's CA for spec.offline's artifact server (PEM; empty file: none); containerd's mirrors then name the node file run-kubespray installs it at")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
@@ -59,7 +59,7 @@ func Command() *cobra.Command {
 
 // Run renders and writes both outputs; warnings and what it did go to warn (the step's log).
 func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error {
-	hosts, err := discoverhosts.ReadHosts(o.HostsFile)
+	hosts, err := stepio.ReadHosts(o.HostsFile)
 	if err != nil {
 		return err
 	}
@@ -86,10 +86,10 @@ func Run(ctx context.Context, c client.Reader, o Options, warn io.Writer) error 
 	for _, w := range warnings {
 		fmt.Fprintf(warn, "warning: Provisioning %s: %s\n", p.Name, w)
 	}
-	if err := stepcmd.WriteOutput(o.OutputInventory, ini); err != nil {
+	if err := stepio.WriteOutput(o.OutputInventory, ini); err != nil {
 		return err
 	}
-	if err := stepcmd.WriteOutput(o.OutputVars, vars); err != nil {
+	if err := stepio.WriteOutput(o.OutputVars, vars); err != nil {
 		return err
 	}
 	// What a person debugging the run wants first: which template, which hosts, and that the

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 const ns = "bpa"
@@ -40,10 +40,10 @@ func run(t *testing.T, p *bpav1.Provisioning, objs ...client.Object) (string, st
 	t.Helper()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in", "hosts.json")
-	require.NoError(t, discoverhosts.WriteHosts(in, hosts))
+	require.NoError(t, stepio.WriteHosts(in, hosts))
 	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(append(objs, p)...).Build()
 	o := Options{
-		CR:              discoverhosts.CR{Namespace: ns, Name: p.Name, Generation: 1},
+		CR:              stepio.CR{Namespace: ns, Name: p.Name, Generation: 1},
 		HostsFile:       in,
 		OutputInventory: filepath.Join(dir, "out", "hosts.ini"),
 		OutputVars:      filepath.Join(dir, "out", "extra-vars.yaml"),
@@ -132,7 +132,7 @@ func TestErrors(t *testing.T) {
 func TestCommandFlags(t *testing.T) {
 	cmd := Command()
 	require.NoError(t, cmd.ParseFlags([]string{"--namespace=n", "--provisioning=p"}))
-	for flag, want := range map[string]string{"hosts-file": "/tmp/bpa/in/hosts.json", "output-inventory": "/tmp/bpa/out/hosts.ini", "output-vars": "/tmp/bpa/out/extra-vars.yaml", "generation": "0"} {
+	for flag, want := range map[string]string{"hosts-file": stepio.In(stepio.HostsFile), "output-inventory": stepio.Out(stepio.InventoryFile), "output-vars": stepio.Out(stepio.ExtraVarsFile), "generation": "0"} {
 		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
 	}
 }

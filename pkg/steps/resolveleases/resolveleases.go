@@ -17,13 +17,13 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // Options are the step's flags.
 type Options struct {
-	CR         discoverhosts.CR
+	CR         stepio.CR
 	HostsFile  string
 	LeasesFile string
 	// Format is isc or dnsmasq, in either the CLI's or the CR's spelling (ISC, Dnsmasq).
@@ -42,11 +42,11 @@ func Command() *cobra.Command {
 		Name:  "resolve-leases",
 		Short: "Fill in the chosen hosts' IPs from a DHCP leases file or the BareMetalHosts' NICs",
 		Flags: func(cmd *cobra.Command) {
-			o.CR.AddFlags(cmd)
-			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "hosts chosen by discover-hosts (JSON)")
+			o.CR.AddFlags(cmd.Flags())
+			cmd.Flags().StringVar(&o.HostsFile, "hosts-file", stepio.In(stepio.HostsFile), "hosts chosen by discover-hosts (JSON)")
 			cmd.Flags().StringVar(&o.LeasesFile, "leases-file", "", "ISC or dnsmasq leases file (default: the BareMetalHosts' NIC IPs)")
 			cmd.Flags().StringVar(&o.Format, "format", "", "format of --leases-file: isc or dnsmasq")
-			cmd.Flags().StringVar(&o.Output, "output", "/tmp/bpa/out/hosts.json", "file to write the hosts with their IPs to (JSON)")
+			cmd.Flags().StringVar(&o.Output, "output", stepio.Out(stepio.HostsFile), "file to write the hosts with their IPs to (JSON)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
 			o.Logf = func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
@@ -57,7 +57,7 @@ func Command() *cobra.Command {
 			for _, h := range hosts {
 				fmt.Printf("node %s: MAC %s has IP %s\n", h.Name, h.MAC, h.IP)
 			}
-			return discoverhosts.WriteHosts(o.Output, hosts)
+			return stepio.WriteHosts(o.Output, hosts)
 		},
 	})
 }
@@ -67,7 +67,7 @@ func Run(ctx context.Context, c client.Reader, o Options) ([]bpav1.HostStatus, e
 	if (o.LeasesFile == "") != (o.Format == "") {
 		return nil, errors.New("--leases-file and --format go together: give both, or neither to use the BareMetalHosts' NIC IPs")
 	}
-	hosts, err := discoverhosts.ReadHosts(o.HostsFile)
+	hosts, err := stepio.ReadHosts(o.HostsFile)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func Run(ctx context.Context, c client.Reader, o Options) ([]bpav1.HostStatus, e
 		lookup, source = leases.InMap(m), fmt.Sprintf("in the %s leases file %s (%d current)", f, o.LeasesFile, len(m))
 	} else {
 		// Read the hosts again: their NICs' addresses appear after discover-hosts ran.
-		ns := discoverhosts.BareMetalHostNamespace(p)
+		ns := p.HostNamespace()
 		var list metal3v1.BareMetalHostList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return nil, fmt.Errorf("listing BareMetalHosts in namespace %s: %w", ns, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 const ns = "bpa"
@@ -43,12 +44,16 @@ func setup(t *testing.T, mutate func(*metal3v1.BareMetalHost)) (client.Client, O
 		objs = append(objs, &bmhs[i])
 	}
 	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
-	hosts, err := discoverhosts.Run(context.Background(), c, discoverhosts.CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
-	require.NoError(t, err)
+	// The hosts discover-hosts chooses for the example: want, without addresses.
+	hosts := make([]bpav1.HostStatus, len(want))
+	for i, h := range want {
+		h.IP, h.Roles = "", slices.Clone(h.Roles)
+		hosts[i] = h
+	}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in", "hosts.json")
-	require.NoError(t, discoverhosts.WriteHosts(in, hosts))
-	return c, Options{CR: discoverhosts.CR{Namespace: ns, Name: p.Name, Generation: 1}, HostsFile: in, Output: filepath.Join(dir, "out", "hosts.json")}
+	require.NoError(t, stepio.WriteHosts(in, hosts))
+	return c, Options{CR: stepio.CR{Namespace: ns, Name: p.Name, Generation: 1}, HostsFile: in, Output: filepath.Join(dir, "out", "hosts.json")}
 }
 
 var want = []bpav1.HostStatus{
@@ -130,7 +135,7 @@ func TestOptionErrors(t *testing.T) {
 func TestCommandFlags(t *testing.T) {
 	cmd := Command()
 	require.NoError(t, cmd.ParseFlags([]string{"--namespace=n", "--provisioning=p", "--generation=2", "--leases-file=/var/lib/bpa/leases/leases", "--format=ISC"}))
-	for flag, want := range map[string]string{"hosts-file": "/tmp/bpa/in/hosts.json", "output": "/tmp/bpa/out/hosts.json", "format": "ISC", "leases-file": "/var/lib/bpa/leases/leases"} {
+	for flag, want := range map[string]string{"hosts-file": stepio.In(stepio.HostsFile), "output": stepio.Out(stepio.HostsFile), "format": "ISC", "leases-file": "/var/lib/bpa/leases/leases"} {
 		assert.Equal(t, want, cmd.Flag(flag).Value.String(), flag)
 	}
 }

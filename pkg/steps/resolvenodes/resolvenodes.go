@@ -46,6 +46,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -60,7 +61,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Software")
 			fs.StringVar(&o.software, "software", "", "name of the Software")
 			fs.Int64Var(&o.generation, "generation", 0, "generation of the Software the run was started for (a newer one is logged, and its spec used)")
-			fs.StringVar(&o.output, "output", "/tmp/bpa/out/nodes.json", "file to write the JSON list of nodes to")
+			fs.StringVar(&o.output, "output", stepio.Out(stepio.NodesFile), "file to write the JSON list of nodes to")
 			fs.StringVar(&o.outputNames, "output-names", "", "file to write the JSON list of node names to")
 			fs.StringVar(&o.outputHash, "output-hash", "", "file to write the node-set hash to")
 			fs.StringVar(&o.latest, "latest", "", "the versions the items saying latest resolve to: name=version words, space-separated")
@@ -86,7 +87,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	if err := stepcmd.WriteOutput(o.output, data); err != nil {
+	if err := stepio.WriteOutput(o.output, data); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(nodes))
@@ -99,12 +100,12 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 		if err != nil {
 			return err
 		}
-		if err := stepcmd.WriteOutput(o.outputNames, data); err != nil {
+		if err := stepio.WriteOutput(o.outputNames, data); err != nil {
 			return err
 		}
 	}
 	if o.outputHash != "" {
-		if err := stepcmd.WriteOutput(o.outputHash, []byte(hash)); err != nil {
+		if err := stepio.WriteOutput(o.outputHash, []byte(hash)); err != nil {
 			return err
 		}
 	}

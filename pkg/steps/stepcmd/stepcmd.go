@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -90,17 +89,6 @@ func writeTerminationMessage(path string, err error) {
 	}
 	// Best effort: outside a pod the file may not be writable, and the error is printed anyway.
 	_ = os.WriteFile(path, []byte(msg), 0o644)
-}
-
-// WriteOutput writes an Argo output parameter file, creating its directory.
-func WriteOutput(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing output %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return fmt.Errorf("writing output %s: %w", path, err)
-	}
-	return nil
 }
 
 // Scheme knows the kinds steps read and write: core, BPA and metal3.

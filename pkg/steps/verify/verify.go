@@ -37,11 +37,9 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +61,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -82,9 +81,8 @@ func Command() *cobra.Command {
 		Flags: func(cmd *cobra.Command) {
 			fs := cmd.Flags()
 			o.flags = fs
-			fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Provisioning and the Workflow")
-			fs.StringVar(&o.provisioning, "provisioning", "", "name of the Provisioning")
-			fs.StringVar(&o.hostsFile, "hosts-file", "/tmp/bpa/in/hosts.json", "JSON list of the run's hosts ({name, roles, mac, ip, bareMetalHost})")
+			o.cr.AddNameFlags(fs)
+			fs.StringVar(&o.hostsFile, "hosts-file", stepio.In(stepio.HostsFile), "JSON list of the run's hosts ({name, roles, mac, ip, bareMetalHost})")
 			fs.StringVar(&o.workflowName, "workflow-name", "", "name of the Workflow running this step ({{workflow.name}}); names the staging Secret")
 			fs.StringVar(&o.workflowUID, "workflow-uid", "", "UID of that Workflow ({{workflow.uid}}); owns the staging Secret")
 			fs.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "the Kubernetes version every Node's kubelet must report (1.32.5 or v1.32.5); empty: not checked")
@@ -97,21 +95,19 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	namespace, provisioning, hostsFile string
-	kubernetesVersion                  string
-	workflowName, workflowUID          string
-	timeout, pollInterval              time.Duration
-	ssh                                sshexec.Flags
-	flags                              *pflag.FlagSet
+	cr                        stepio.CR
+	hostsFile                 string
+	kubernetesVersion         string
+	workflowName, workflowUID string
+	timeout, pollInterval     time.Duration
+	ssh                       sshexec.Flags
+	flags                     *pflag.FlagSet
 
 	logf             func(format string, args ...any)
 	newClusterClient func(*rest.Config) (kubernetes.Interface, error)
 }
 
 func (o *options) run(ctx context.Context, c client.Client) error {
-	if o.provisioning == "" || o.namespace == "" {
-		return errors.New("--provisioning and --namespace are required")
-	}
 	// Without both, the staging Secret would have no owner and outlive the run.
 	if o.workflowName == "" || o.workflowUID == "" {
 		return errors.New("--workflow-name and --workflow-uid are required: they own the staging Secret the kubeconfig is handed over in")
@@ -126,15 +122,15 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	p := &bpav1.Provisioning{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.provisioning}, p); err != nil {
-		return fmt.Errorf("reading Provisioning %s/%s: %w", o.namespace, o.provisioning, err)
+	p, err := o.cr.Get(ctx, c)
+	if err != nil {
+		return err
 	}
 	cluster, err := translator.ClusterOf(p)
 	if err != nil {
 		return err
 	}
-	hosts, err := ReadHosts(o.hostsFile)
+	hosts, err := stepio.ReadHosts(o.hostsFile)
 	if err != nil {
 		return err
 	}
@@ -235,7 +231,7 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
 	s := &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: kubeconfig.StagingSecretName(o.workflowName),
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.cr.Namespace, Name: kubeconfig.StagingSecretName(o.workflowName),
 			Labels: map[string]string{
 				bpav1.ClusterNameLabel:      cluster,
 				bpav1.ProvisioningNameLabel: p.Name,
@@ -261,22 +257,6 @@ func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provision
 	}
 	o.logf("kubeconfig staged in Secret %s/%s for publish-kubeconfig", s.Namespace, s.Name)
 	return nil
-}
-
-// ReadHosts reads the run's hosts (the JSON list of HostStatus the DAG passes along).
-func ReadHosts(path string) ([]bpav1.HostStatus, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading hosts: %w", err)
-	}
-	var hosts []bpav1.HostStatus
-	if err := json.Unmarshal(data, &hosts); err != nil {
-		return nil, fmt.Errorf("hosts file %s is not a JSON list of hosts: %w", path, err)
-	}
-	if len(hosts) == 0 {
-		return nil, fmt.Errorf("hosts file %s lists no hosts", path)
-	}
-	return hosts, nil
 }
 
 // FirstMaster is the master with the smallest name: a fixed choice, so every run asks the

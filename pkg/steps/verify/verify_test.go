@@ -40,6 +40,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
 
@@ -252,7 +253,7 @@ func newEnv(t *testing.T, objects ...runtime.Object) *env {
 
 	fs := pflag.NewFlagSet("verify", pflag.ContinueOnError)
 	e.o = &options{
-		namespace: "bpa", provisioning: "prov", hostsFile: hostsFile,
+		cr: stepio.CR{Namespace: "bpa", Name: "prov"}, hostsFile: hostsFile,
 		workflowName: "prov-provision-1", workflowUID: "wf-uid",
 		timeout: 5 * time.Second, pollInterval: 50 * time.Millisecond,
 		flags: fs,
@@ -583,7 +584,7 @@ func selfSigned(t *testing.T, ip string) (tls.Certificate, []byte) {
 }
 
 func TestRunNeedsWorkflowOwner(t *testing.T) {
-	o := &options{namespace: "bpa", provisioning: "p", workflowName: "wf"}
+	o := &options{cr: stepio.CR{Namespace: "bpa", Name: "p"}, workflowName: "wf"}
 	if err := o.run(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "--workflow-uid") {
 		t.Errorf("got %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // Command returns `bpa step verify-software`.
@@ -26,7 +27,7 @@ func Command() *cobra.Command {
 		Name:  "verify-software",
 		Short: "Summarise the per-host software results; fail if any host failed",
 		Flags: func(cmd *cobra.Command) {
-			cmd.Flags().StringVar(&resultsFile, "results-file", "/tmp/bpa/in/results.json", "JSON list of per-host results")
+			cmd.Flags().StringVar(&resultsFile, "results-file", stepio.In(stepio.ResultsFile), "JSON list of per-host results")
 		},
 		Run: func(ctx context.Context) error {
 			data, err := os.ReadFile(resultsFile)
