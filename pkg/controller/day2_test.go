@@ -197,7 +197,7 @@ func TestPlansWaitForTheRunAndFoldItFirst(t *testing.T) {
 	setSpec(t, c, 3, "w1")
 	got = reconcile(t, r)
 	assert.Equal(t, int64(2), got.Status.ObservedGeneration, "generation 3 is not planned while generation 2 runs")
-	assert.Equal(t, ReasonWaitingForRun, condition(got, bpav1.ConditionReconciling).Reason)
+	assert.Equal(t, bpav1.ReasonWaitingForRun, condition(got, bpav1.ConditionReconciling).Reason)
 
 	// Generation 2 ends (the controller looked away): it is folded in, then generation 3 is
 	// planned against it: w2 is removed, not left behind as "nothing to do".

@@ -219,7 +219,7 @@ func TestSoftwareFollowsUploads(t *testing.T) {
 	assert.Len(t, s.workflows(), 3, "latest never downgrades")
 	ready := meta.FindStatusCondition(sw.Status.Conditions, bpav1.ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
-	assert.Equal(t, ReasonUpToDate, ready.Reason)
+	assert.Equal(t, bpav1.ReasonUpToDate, ready.Reason)
 	assert.Contains(t, ready.Message, "the artifact server's newest versions are now htop=3.2.2-4: every host has that version or a newer one; nothing to run")
 	assert.Contains(t, s.events(), "UpToDate")
 	assert.Equal(t, []bpav1.PackageVersion{{Name: "htop", Version: "3.2.2-4"}}, sw.Status.Latest)

@@ -214,7 +214,7 @@ func TestEtcdQuorumNamesTheMembers(t *testing.T) {
 	} {
 		p := &bpav1.Provisioning{Spec: bpav1.ProvisioningSpec{Masters: tc.masters}}
 		observeProvisioning(p, "c1", &wfv1.Workflow{}, Observation{})
-		c := meta.FindStatusCondition(p.Status.Conditions, ConditionEtcdQuorum)
+		c := meta.FindStatusCondition(p.Status.Conditions, bpav1.ConditionEtcdQuorum)
 		require.NotNil(t, c)
 		assert.Contains(t, c.Message, tc.want)
 	}

@@ -11,7 +11,6 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
-	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -38,7 +37,7 @@ func TestAPolicyCAWiderThanItsServerRefusesTheRun(t *testing.T) {
 		}
 		var refused *translator.Refusal
 		require.ErrorAs(t, err, &refused)
-		assert.Equal(t, policy.ReasonPolicyViolation, refused.Reason)
+		assert.Equal(t, bpav1.ReasonPolicyViolation, refused.Reason)
 		assert.Contains(t, refused.Message, want)
 	}
 }

@@ -137,11 +137,11 @@ func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o Obs
 		}
 	}
 	if err != nil {
-		setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionFalse, ReasonEvenEtcdCount, err.Error())
+		setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdQuorum, metav1.ConditionFalse, bpav1.ReasonEvenEtcdCount, err.Error())
 		return
 	}
 	etcd := len(members)
-	setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionTrue, ReasonOddEtcdCount,
+	setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdQuorum, metav1.ConditionTrue, bpav1.ReasonOddEtcdCount,
 		fmt.Sprintf("%d etcd members tolerate %d failures: %s (of %d masters)", etcd, (etcd-1)/2, strings.Join(members, ", "), len(p.Spec.Masters)))
 }
 
@@ -174,7 +174,7 @@ func artifactsCA(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (s
 	}
 	ca, err := pol.ArtifactsCA(p)
 	if err != nil {
-		return "", &translator.Refusal{Field: "spec.offline.url", Reason: policy.ReasonPolicyViolation,
+		return "", &translator.Refusal{Field: "spec.offline.url", Reason: bpav1.ReasonPolicyViolation,
 			Message: "the site policy's CA for this artifact server cannot be used: " + err.Error()}
 	}
 	return ca, nil

@@ -73,7 +73,7 @@ func softwareKind(c client.Client, secrets client.Reader) runKind {
 			repo, err := policy.SoftwareAptRepo(ctx, pol, c, sw, cluster)
 			var refused *policy.AptRefusal
 			if errors.As(err, &refused) {
-				return nil, &translator.Refusal{Field: "spec.aptSource", Reason: policy.ReasonPolicyViolation, Message: err.Error()}
+				return nil, &translator.Refusal{Field: "spec.aptSource", Reason: bpav1.ReasonPolicyViolation, Message: err.Error()}
 			} else if err != nil {
 				return nil, err
 			}

@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/sim"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
@@ -517,7 +516,7 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	stalled := &bpav1.Provisioning{}
 	e.waitFor(t, stalled, b.Name, func() bool {
 		c := meta.FindStatusCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
-		return c != nil && c.Reason == policy.ReasonClusterHeldByOther
+		return c != nil && c.Reason == bpav1.ReasonClusterHeldByOther
 	}, "the second Provisioning of the cluster to stall")
 	assert.Contains(t, stalled.Status.Message, "cluster shared is held by Provisioning shared")
 	assert.Empty(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, b.Name), "the second one starts no run")

@@ -189,7 +189,7 @@ func TestPlanUpgrade(t *testing.T) {
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.Code)
 	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.kubernetes.version:")
-	assert.Contains(t, err.Error(), "(rule "+translator.ReasonSkippedMinor+")")
+	assert.Contains(t, err.Error(), "(rule "+bpav1.ReasonSkippedMinor+")")
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries)
 }
