@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -227,7 +228,7 @@ func hostNames(hs []bpav1.HostStatus) []string {
 func TestHostsThatLeftAreReleasedOncePerRun(t *testing.T) {
 	mine := provisioningRef("p", "uid-p")
 	lists := 0
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		host("applied", mine, "c1"), host("removed", mine, "c1"), host("abandoned", mine, "c1"),
 		host("others", provisioningRef("q", "uid-q"), "c1"),
 	).WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 )
@@ -72,7 +73,7 @@ func newLatestSite(t *testing.T, policyIndex string, htop string) *latestSite {
 		obj.SetCreationTimestamp(metav1.NewTime(created))
 		return c.Create(ctx, obj, opts...)
 	}}
-	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(stamp).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(stamp).
 		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{}, &bpav1.ArtifactIndex{})
 	for _, i := range cacheIndexes {
 		b = b.WithIndex(i.obj, i.field, i.extract)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -42,7 +43,7 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { _, ok := o.(*corev1.Secret); return ok }) {
 		objs = append(objs, sshSecret("c1-ssh", "c1"))
 	}
-	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(funcs).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(funcs).
 		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{})
 	for _, i := range cacheIndexes {
 		b = b.WithIndex(i.obj, i.field, i.extract)

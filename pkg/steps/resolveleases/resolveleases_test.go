@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 )
 
 const ns = "bpa"
@@ -42,7 +42,7 @@ func setup(t *testing.T, mutate func(*metal3v1.BareMetalHost)) (client.Client, O
 		}
 		objs = append(objs, &bmhs[i])
 	}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	hosts, err := discoverhosts.Run(context.Background(), c, discoverhosts.CR{Namespace: ns, Name: p.Name}, func(string, ...any) {})
 	require.NoError(t, err)
 	dir := t.TempDir()
