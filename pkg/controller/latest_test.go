@@ -28,6 +28,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
+	"github.com/akraino-edge-stack/bpa/pkg/observe/observetest"
 )
 
 const siteURL = "https://artifacts.site:8443"
@@ -121,10 +122,10 @@ func (s *latestSite) finish(name string, hosts map[string]string) {
 		res, err := json.Marshal(bpav1.HostSoftwareStatus{Name: host, Phase: "Succeeded", Changed: true,
 			Packages: []bpav1.PackageStatus{{Name: "htop", Wanted: "latest", Installed: htop}}})
 		require.NoError(s.t, err)
-		nodes[host] = withOutput(node(host, "install-software("+host+")", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1), "result", string(res))
+		nodes[host] = observetest.WithOutput(observetest.Node(host, "install-software("+host+")", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1), "result", string(res))
 		children = append(children, host)
 	}
-	nodes["g"] = node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeSucceeded, 1, children...)
+	nodes["g"] = observetest.Node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeSucceeded, 1, children...)
 	wf.Status = wfv1.WorkflowStatus{Phase: wfv1.WorkflowSucceeded, Nodes: nodes, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
 	require.NoError(s.t, s.c.Update(context.Background(), wf))
 }

@@ -27,6 +27,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -69,7 +70,7 @@ func trimWorkflow(obj any) (any, error) {
 		wf.Status.StoredWorkflowSpec = nil
 		wf.Spec.Templates = nil
 		if wf.Status.CompressedNodes != "" {
-			// On failure the packed nodes stay, and Observe reports the error.
+			// On failure the packed nodes stay, and observe.Workflow reports the error.
 			_ = packer.DecompressWorkflow(wf)
 		}
 		wf.Status.Nodes = observedNodes(wf.Status.Nodes)
@@ -77,9 +78,9 @@ func trimWorkflow(obj any) (any, error) {
 	return obj, nil
 }
 
-// observedNodes keeps what Observe reads: the nodes named after a step (taskNodes), every
-// child of install-software (hostSoftware), and the failed children of a failed kept node
-// (failureMessage), each with only the fields those read.
+// observedNodes keeps what observe.Workflow reads: the nodes named after a step, every
+// child of install-software (its per-host results), and the failed children of a failed
+// kept node (their messages say what failed), each with only the fields those read.
 func observedNodes(nodes wfv1.Nodes) wfv1.Nodes {
 	out := make(wfv1.Nodes, len(observedSteps))
 	var keep func(id string, allChildren bool)
@@ -101,7 +102,7 @@ func observedNodes(nodes wfv1.Nodes) wfv1.Nodes {
 		}
 	}
 	for id, n := range nodes {
-		if step := stepName(n.DisplayName); observedSteps[step] || observedSteps[translator.StepBase(step)] {
+		if step := observe.StepName(n.DisplayName); observedSteps[step] || observedSteps[translator.StepBase(step)] {
 			keep(id, step == "install-software")
 		}
 	}
@@ -165,7 +166,7 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 }
 
 // observedSteps are the step names of every kind the controller mirrors, and the plan task
-// of an ad-hoc run (adHocPlan).
+// of an ad-hoc run (observe.AdHocPlan).
 var observedSteps = func() map[string]bool {
 	m := map[string]bool{}
 	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, []string{translator.AdHocPlanTask}) {

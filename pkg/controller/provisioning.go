@@ -22,6 +22,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -61,7 +62,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) err
 				return translator.Provisioning(p, o)
 			},
 			observe: observeProvisioning,
-			stepsOf: ProvisioningSteps,
+			stepsOf: observe.ProvisioningSteps,
 			report: func(obj, before runObject) {
 				reportOperations(mgr.GetEventRecorderFor("bpa-controller"), obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
 			},
@@ -119,7 +120,7 @@ func byLabel(label string) handler.MapFunc {
 	}
 }
 
-func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o Observation) {
+func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o observe.Observation) {
 	p := obj.(*bpav1.Provisioning)
 	observePlan(p, wf, o)
 	for _, s := range o.Steps {

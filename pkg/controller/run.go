@@ -22,6 +22,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -64,7 +65,7 @@ type runKind struct {
 	// Provisioning's plan); nil means steps.
 	stepsOf func(wf *wfv1.Workflow) []string
 	// observe copies kind-specific parts of an observation into the status.
-	observe func(obj runObject, cluster string, wf *wfv1.Workflow, o Observation)
+	observe func(obj runObject, cluster string, wf *wfv1.Workflow, o observe.Observation)
 	// settle acts on what a mirrored run achieved (a Provisioning releases the hosts its
 	// removals freed).
 	settle func(ctx context.Context, obj runObject, cluster string) error
@@ -428,7 +429,7 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	if r.kind.stepsOf != nil {
 		steps = r.kind.stepsOf(wf)
 	}
-	o := Observe(wf, steps)
+	o := observe.Workflow(wf, steps)
 
 	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
 	st.Phase, st.Progress, st.Message = o.Phase, o.Progress, o.Message

@@ -22,6 +22,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -56,7 +57,7 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 		translate: func(_ context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
 			return translator.Provisioning(obj.(*bpav1.Provisioning), o)
 		},
-		observe: observeProvisioning, stepsOf: ProvisioningSteps,
+		observe: observeProvisioning, stepsOf: observe.ProvisioningSteps,
 	}}
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, c, c, obj.(*bpav1.Provisioning))
