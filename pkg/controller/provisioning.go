@@ -22,6 +22,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -125,7 +126,7 @@ func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o obs
 	observePlan(p, wf, o)
 	for _, s := range o.Steps {
 		if s.Name == "publish-kubeconfig" && s.Phase == string(wfv1.NodeSucceeded) {
-			p.Status.KubeconfigSecretName = cluster + "-kubeconfig"
+			p.Status.KubeconfigSecretName = kubeconfig.PublishedSecretName(cluster)
 		}
 	}
 	// Who runs etcd is the spec's choice (kubespray.EtcdMembers), the same that
@@ -228,8 +229,8 @@ func finalizeProvisioning(ctx context.Context, c client.Client, reader client.Re
 		return nil
 	}
 	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: cluster + "-kubeconfig"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: cluster + "-configmap"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: kubeconfig.AddressConfigMapName(cluster)}},
 	} {
 		if err := deleteIfControlledBy(ctx, c, reader, o, p); err != nil {
 			return err
