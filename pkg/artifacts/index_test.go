@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 )
 
 // TestArtifactIndex: the server records its apt repository in ArtifactIndex bpa-artifacts as
@@ -110,7 +110,7 @@ func indexEnv(t *testing.T) (*env, client.Client) {
 	for _, name := range []string{"bpa-artifacts", "other"} {
 		require.NoError(t, e.kube.Create(context.Background(), &bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	}
-	return e, artifactstest.ServerClient(context.Background(), t, e.rig, controller.Scheme())
+	return e, artifactstest.ServerClient(context.Background(), t, e.rig, scheme.New())
 }
 
 func waitIndex(t *testing.T, e *env, revision int64) *bpav1.ArtifactIndex {

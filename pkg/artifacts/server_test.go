@@ -38,9 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -70,7 +70,7 @@ func newEnv(t *testing.T) *env {
 	admin := artifactstest.Token(ctx, t, r, "admin", "cluster-admin")
 	auth, err := artifacts.NewAuth(r.RESTConfig, false, "")
 	require.NoError(t, err)
-	kube, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	kube, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	return &env{rig: r, auth: auth, uploader: uploader, stranger: stranger, other: other, uploaderAPI: uploaderAPI, admin: admin, kube: kube}
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/describe"
+
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 func init() {
@@ -44,7 +45,7 @@ func init() {
 				if out.value == formatText {
 					return describe.Render(w, t, describe.Options{Now: time.Now(), Color: colorOK(w), History: history})
 				}
-				list, err := t.List(controller.Scheme(), history, cmd.ErrOrStderr())
+				list, err := t.List(scheme.New(), history, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}

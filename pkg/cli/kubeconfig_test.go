@@ -18,9 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
+
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 // Issue 27, item 4, on a real apiserver: `bpa describe -o yaml|json`, `bpa serve
@@ -43,7 +44,7 @@ func TestKubeconfigFlagOnRig(t *testing.T) {
 // describeAsObjects: -o yaml and -o json print the CR, its current Workflow and the
 // published objects' metadata as one v1 List, and never the Secret's data.
 func describeAsObjects(ctx context.Context, t *testing.T, r *rig.Rig) {
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	require.NoError(t, bpatest.CreateFixture(ctx, c, r.Namespace, "../describe/testdata/provisioning.yaml"))
 
@@ -125,7 +126,7 @@ func serveWithKubeconfig(ctx context.Context, t *testing.T, r *rig.Rig) {
 // WorkflowTemplates into that namespace of that cluster, and stops when its context ends
 // (before, `unknown flag: --kubeconfig`).
 func controllerWithKubeconfig(ctx context.Context, t *testing.T, r *rig.Rig) {
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 // kubeFlags are --kubeconfig, --context and -n/--namespace, declared once on the root
@@ -117,6 +117,6 @@ func (k *kubeFlags) client() (client.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	return c, ns, err
 }

@@ -19,7 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 func init() {
@@ -59,7 +60,7 @@ func init() {
 				if opts.Auth, err = artifacts.NewAuth(cfg, anonymousReads, audience); err != nil {
 					return err
 				}
-				kube, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+				kube, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 				if err != nil {
 					return err
 				}

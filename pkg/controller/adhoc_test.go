@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
+	"github.com/akraino-edge-stack/bpa/pkg/observe/observetest"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
@@ -30,7 +32,7 @@ func adHocCluster(t *testing.T) *bpav1.Provisioning {
 // plannedAdHocRun is `argo submit --from workflowtemplate/bpa-provision` of p, its plan task done
 // with outputs.
 func plannedAdHocRun(t *testing.T, outputs map[string]string) *wfv1.Workflow {
-	plan := node("pl", translator.AdHocPlanTask, wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1)
+	plan := observetest.Node("pl", translator.AdHocPlanTask, wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1)
 	plan.Outputs = &wfv1.Outputs{}
 	for _, k := range []string{translator.AdHocPlanOutput, "generation"} {
 		plan.Outputs.Parameters = append(plan.Outputs.Parameters, wfv1.Parameter{Name: k, Value: wfv1.AnyStringPtr(outputs[k])})
@@ -41,8 +43,8 @@ func plannedAdHocRun(t *testing.T, outputs map[string]string) *wfv1.Workflow {
 }
 
 // succeeded is what the controller observes of a run whose steps all succeeded.
-func succeeded(steps []string) Observation {
-	o := Observation{Phase: bpav1.PhaseSucceeded, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}, Etcd: true},
+func succeeded(steps []string) observe.Observation {
+	o := observe.Observation{Phase: bpav1.PhaseSucceeded, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}, Etcd: true},
 		{Name: "w1", Roles: []string{"worker"}, Removing: true}, {Name: "w2", Roles: []string{"worker"}}, {Name: "w3", Roles: []string{"worker"}, IP: "10.0.0.3"}}}
 	for _, s := range steps {
 		o.Steps = append(o.Steps, bpav1.StepStatus{Name: s, Phase: "Succeeded"})
@@ -65,20 +67,20 @@ func TestAdHocRunIsMirroredAndFolded(t *testing.T) {
 	outputs, err := translator.AdHocParameters(p, "")
 	require.NoError(t, err)
 	wf := plannedAdHocRun(t, outputs)
-	steps := ProvisioningSteps(wf)
+	steps := observe.ProvisioningSteps(wf)
 	assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "remove-workers", "scale-workers", "verify", "publish-kubeconfig"}, steps)
-	assert.Equal(t, translator.ProvisioningSteps, ProvisioningSteps(plannedAdHocRun(t, map[string]string{})), "not planned yet: the create shape")
+	assert.Equal(t, translator.ProvisioningSteps, observe.ProvisioningSteps(plannedAdHocRun(t, map[string]string{})), "not planned yet: the create shape")
 
 	// The controller's cache trims Workflows: the plan task is kept, and packed nodes too.
 	trimmed, err := trimWorkflow(wf.DeepCopy())
 	require.NoError(t, err)
-	assert.Equal(t, steps, ProvisioningSteps(trimmed.(*wfv1.Workflow)))
+	assert.Equal(t, steps, observe.ProvisioningSteps(trimmed.(*wfv1.Workflow)))
 	packed := wf.DeepCopy()
 	restore := packer.SetMaxWorkflowSize(1500)
 	require.NoError(t, packer.CompressWorkflowIfNeeded(packed))
 	restore()
 	require.NotEmpty(t, packed.Status.CompressedNodes)
-	assert.Equal(t, steps, ProvisioningSteps(packed))
+	assert.Equal(t, steps, observe.ProvisioningSteps(packed))
 
 	observePlan(p, wf, succeeded(steps))
 	assert.Equal(t, []string{"m1", "w2", "w3"}, appliedNames(p))

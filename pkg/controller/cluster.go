@@ -120,15 +120,15 @@ func (r *ClusterReconciler) aggregate(ctx context.Context, c *bpav1.Cluster) err
 		}
 	}
 	st.Phase = aggregatePhase(phases)
-	status, reason, msg := metav1.ConditionFalse, ReasonProgressing, fmt.Sprintf("provisioning %s, software %s", orDash(st.ProvisioningPhase), orDash(st.SoftwarePhase))
+	status, reason, msg := metav1.ConditionFalse, bpav1.ReasonProgressing, fmt.Sprintf("provisioning %s, software %s", orDash(st.ProvisioningPhase), orDash(st.SoftwarePhase))
 	switch {
 	case len(missing) > 0:
 		st.Phase = bpav1.PhasePending
-		reason, msg = "NotFound", fmt.Sprintf("waiting for %v to exist", missing)
+		reason, msg = bpav1.ReasonNotFound, fmt.Sprintf("waiting for %v to exist", missing)
 	case st.Phase == bpav1.PhaseSucceeded:
-		status, reason = metav1.ConditionTrue, ReasonSucceeded
+		status, reason = metav1.ConditionTrue, bpav1.ReasonSucceeded
 	case st.Phase == bpav1.PhaseFailed || st.Phase == bpav1.PhaseError:
-		reason = ReasonRunFailed
+		reason = bpav1.ReasonRunFailed
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: bpav1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
 	return nil

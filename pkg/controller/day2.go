@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,47 +17,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 // maxOperations is how many operations status.operations keeps.
 const maxOperations = 10
 
-// planOf reads the plan a Workflow carries, or nil (a run started with `argo submit --from`,
-// whose plan adHocPlan reads).
-func planOf(wf *wfv1.Workflow) *translator.ChangePlan {
-	raw := wf.Annotations[translator.PlanAnnotation]
-	if raw == "" {
-		return nil
-	}
-	c := &translator.ChangePlan{}
-	if json.Unmarshal([]byte(raw), c) != nil {
-		return nil
-	}
-	return c
-}
-
-// ProvisioningSteps are the steps a Provisioning's Workflow runs: its plan's (an ad-hoc
-// run's once it is planned), or the create shape for a run without one.
-func ProvisioningSteps(wf *wfv1.Workflow) []string {
-	if c := planOf(wf); c != nil {
-		return translator.StepsOf(c)
-	}
-	if c, _ := adHocPlan(wf); c != nil {
-		return translator.StepsOf(c)
-	}
-	return translator.ProvisioningSteps
-}
-
 // observePlan mirrors the plan's steps into status.plan and status.operations, and folds
 // every step that succeeded into status.applied. Folding is idempotent (a node added is in
 // the set, a node removed is not), so a reconcile that sees the same Workflow again, or
 // one resumed by `argo retry`, changes nothing twice.
-func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
+func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o observe.Observation) {
 	// Only a Workflow this Provisioning made says what its cluster is: anyone who may create
 	// Workflows can label one with the CR's name, but not make the CR its controller. An
 	// ad-hoc run's plan counts once it checks out against the CR.
-	c := planOf(wf)
+	c := observe.PlanOf(wf)
 	gen, _ := strconv.ParseInt(wf.Labels[translator.GenerationLabel], 10, 64)
 	if c == nil || !metav1.IsControlledBy(wf, p) {
 		if c, gen = trustedAdHocPlan(p, wf); c == nil {
@@ -98,7 +72,7 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o Observation) {
 // seedApplied gives a cluster built before BPA kept status.applied (or by a run without a
 // plan, `argo submit --from`) an applied state: the hosts of its last successful run. Its
 // versions and settings are unknown, so the next change also reconfigures every host.
-func seedApplied(p *bpav1.Provisioning, o Observation) {
+func seedApplied(p *bpav1.Provisioning, o observe.Observation) {
 	if p.Status.Applied != nil || o.Phase != bpav1.PhaseSucceeded || len(o.Hosts) == 0 {
 		return
 	}

@@ -17,7 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
+	"github.com/akraino-edge-stack/bpa/pkg/observe/observetest"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -44,7 +47,7 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 		Hosts: []bpav1.HostStatus{{Name: "m1"}, {Name: "w1"}, {Name: "w2"}}}
 	hosts := []bpav1.HostStatus{{Name: "m1"}, {Name: "w1", Removing: true}, {Name: "w2"}, {Name: "w3", IP: "10.0.0.3"}}
 	now := metav1.NewTime(time.Now())
-	o := Observation{Phase: bpav1.PhaseRunning, Hosts: hosts, Steps: []bpav1.StepStatus{
+	o := observe.Observation{Phase: bpav1.PhaseRunning, Hosts: hosts, Steps: []bpav1.StepStatus{
 		{Name: translator.StepRemoveWorkers, Phase: "Succeeded", StartedAt: &now, FinishedAt: &now},
 		{Name: translator.StepScaleWorkers, Phase: "Failed", StartedAt: &now, FinishedAt: &now},
 	}}
@@ -88,7 +91,7 @@ func TestAppliedFollowsSucceededSteps(t *testing.T) {
 	// labels and plan say.
 	forged := planned(t, &translator.ChangePlan{Steps: []translator.Step{{Name: translator.StepRemoveWorkers, Nodes: []string{"m1", "w2", "w3"}, Removes: true}}})
 	forged.OwnerReferences = nil
-	observePlan(p, forged, Observation{Phase: bpav1.PhaseSucceeded, Hosts: hosts, Steps: []bpav1.StepStatus{{Name: translator.StepRemoveWorkers, Phase: "Succeeded"}, {Name: translator.StepVerify, Phase: "Succeeded"}}})
+	observePlan(p, forged, observe.Observation{Phase: bpav1.PhaseSucceeded, Hosts: hosts, Steps: []bpav1.StepStatus{{Name: translator.StepRemoveWorkers, Phase: "Succeeded"}, {Name: translator.StepVerify, Phase: "Succeeded"}}})
 	assert.Equal(t, []string{"m1", "w2", "w3"}, names(), "a forged plan removes nothing")
 }
 
@@ -112,7 +115,7 @@ func TestRemovalThatRemovedNothingStaysApplied(t *testing.T) {
 	require.Len(t, c.Steps, 1)
 	require.True(t, c.Steps[0].Removes)
 	hosts := []bpav1.HostStatus{{Name: "m1"}, {Name: "w1", Removing: true}, {Name: "w2"}}
-	observePlan(p, planned(t, c), Observation{Phase: bpav1.PhaseFailed, Hosts: hosts, Steps: []bpav1.StepStatus{
+	observePlan(p, planned(t, c), observe.Observation{Phase: bpav1.PhaseFailed, Hosts: hosts, Steps: []bpav1.StepStatus{
 		{Name: c.Steps[0].Name, Phase: "Succeeded"},
 		{Name: translator.StepVerify, Phase: "Failed", Message: "removal did not take effect: node w1: still registered, but the run removed it"},
 	}})
@@ -132,7 +135,7 @@ func TestRemovalThatRemovedNothingStaysApplied(t *testing.T) {
 // change, not as a new cluster.
 func TestLegacyClusterIsSeeded(t *testing.T) {
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p"}}
-	o := Observation{Phase: bpav1.PhaseSucceeded, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}}, {Name: "w1", Roles: []string{"worker"}}}}
+	o := observe.Observation{Phase: bpav1.PhaseSucceeded, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}}, {Name: "w1", Roles: []string{"worker"}}}}
 	observePlan(p, &wfv1.Workflow{}, o)
 	require.NotNil(t, p.Status.Applied)
 	assert.Len(t, p.Status.Applied.Hosts, 2)
@@ -158,10 +161,10 @@ func finish(t *testing.T, c client.Client, name string, phase wfv1.WorkflowPhase
 	wf := &wfv1.Workflow{}
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, wf))
 	np := wfv1.NodePhase(phase)
-	wf.Status = wfv1.WorkflowStatus{Phase: phase, StartedAt: at(0), FinishedAt: at(1), Nodes: wfv1.Nodes{
-		"r": withOutput(node("r", "resolve-leases", wfv1.NodeTypePod, wfv1.NodeSucceeded, 0), "hosts", hosts)}}
-	for _, s := range planOf(wf).Steps {
-		wf.Status.Nodes[s.Name] = node(s.Name, s.Name, wfv1.NodeTypePod, np, 0)
+	wf.Status = wfv1.WorkflowStatus{Phase: phase, StartedAt: observetest.At(0), FinishedAt: observetest.At(1), Nodes: wfv1.Nodes{
+		"r": observetest.WithOutput(observetest.Node("r", "resolve-leases", wfv1.NodeTypePod, wfv1.NodeSucceeded, 0), "hosts", hosts)}}
+	for _, s := range observe.PlanOf(wf).Steps {
+		wf.Status.Nodes[s.Name] = observetest.Node(s.Name, s.Name, wfv1.NodeTypePod, np, 0)
 	}
 	require.NoError(t, c.Update(context.Background(), wf))
 }
@@ -197,7 +200,7 @@ func TestPlansWaitForTheRunAndFoldItFirst(t *testing.T) {
 	setSpec(t, c, 3, "w1")
 	got = reconcile(t, r)
 	assert.Equal(t, int64(2), got.Status.ObservedGeneration, "generation 3 is not planned while generation 2 runs")
-	assert.Equal(t, ReasonWaitingForRun, condition(got, bpav1.ConditionReconciling).Reason)
+	assert.Equal(t, bpav1.ReasonWaitingForRun, condition(got, bpav1.ConditionReconciling).Reason)
 
 	// Generation 2 ends (the controller looked away): it is folded in, then generation 3 is
 	// planned against it: w2 is removed, not left behind as "nothing to do".
@@ -206,7 +209,7 @@ func TestPlansWaitForTheRunAndFoldItFirst(t *testing.T) {
 	require.Equal(t, "p-provision-3", got.Status.Workflow.Name, "%+v %v", got.Status.Conditions, hostNames(got.Status.Applied.Hosts))
 	wf := &wfv1.Workflow{}
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p-provision-3"}, wf))
-	plan := planOf(wf)
+	plan := observe.PlanOf(wf)
 	require.Len(t, plan.Steps, 1)
 	assert.Equal(t, translator.StepRemoveWorkers, plan.Steps[0].Name)
 	assert.Equal(t, []string{"w2"}, plan.Steps[0].Nodes)
@@ -227,7 +230,7 @@ func hostNames(hs []bpav1.HostStatus) []string {
 func TestHostsThatLeftAreReleasedOncePerRun(t *testing.T) {
 	mine := provisioningRef("p", "uid-p")
 	lists := 0
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		host("applied", mine, "c1"), host("removed", mine, "c1"), host("abandoned", mine, "c1"),
 		host("others", provisioningRef("q", "uid-q"), "c1"),
 	).WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {

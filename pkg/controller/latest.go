@@ -16,6 +16,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -132,7 +133,7 @@ func clusterNodeNames(ctx context.Context, c client.Client, ns, cluster string) 
 
 // observeSoftware copies a software run's per-host results and trigger into the status. An
 // upload's run covers only some hosts: the others keep the record of their last run.
-func observeSoftware(obj runObject, _ string, wf *wfv1.Workflow, o Observation) {
+func observeSoftware(obj runObject, _ string, wf *wfv1.Workflow, o observe.Observation) {
 	s := obj.(*bpav1.Software)
 	s.Status.Trigger = wf.Annotations[bpav1.TriggerAnnotation]
 	if o.HostSoftware == nil {

@@ -25,8 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
+	"github.com/akraino-edge-stack/bpa/pkg/observe/observetest"
 )
 
 const siteURL = "https://artifacts.site:8443"
@@ -72,7 +74,7 @@ func newLatestSite(t *testing.T, policyIndex string, htop string) *latestSite {
 		obj.SetCreationTimestamp(metav1.NewTime(created))
 		return c.Create(ctx, obj, opts...)
 	}}
-	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(stamp).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(stamp).
 		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{}, &bpav1.ArtifactIndex{})
 	for _, i := range cacheIndexes {
 		b = b.WithIndex(i.obj, i.field, i.extract)
@@ -120,10 +122,10 @@ func (s *latestSite) finish(name string, hosts map[string]string) {
 		res, err := json.Marshal(bpav1.HostSoftwareStatus{Name: host, Phase: "Succeeded", Changed: true,
 			Packages: []bpav1.PackageStatus{{Name: "htop", Wanted: "latest", Installed: htop}}})
 		require.NoError(s.t, err)
-		nodes[host] = withOutput(node(host, "install-software("+host+")", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1), "result", string(res))
+		nodes[host] = observetest.WithOutput(observetest.Node(host, "install-software("+host+")", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1), "result", string(res))
 		children = append(children, host)
 	}
-	nodes["g"] = node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeSucceeded, 1, children...)
+	nodes["g"] = observetest.Node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeSucceeded, 1, children...)
 	wf.Status = wfv1.WorkflowStatus{Phase: wfv1.WorkflowSucceeded, Nodes: nodes, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
 	require.NoError(s.t, s.c.Update(context.Background(), wf))
 }
@@ -219,7 +221,7 @@ func TestSoftwareFollowsUploads(t *testing.T) {
 	assert.Len(t, s.workflows(), 3, "latest never downgrades")
 	ready := meta.FindStatusCondition(sw.Status.Conditions, bpav1.ConditionReady)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
-	assert.Equal(t, ReasonUpToDate, ready.Reason)
+	assert.Equal(t, bpav1.ReasonUpToDate, ready.Reason)
 	assert.Contains(t, ready.Message, "the artifact server's newest versions are now htop=3.2.2-4: every host has that version or a newer one; nothing to run")
 	assert.Contains(t, s.events(), "UpToDate")
 	assert.Equal(t, []bpav1.PackageVersion{{Name: "htop", Version: "3.2.2-4"}}, sw.Status.Latest)

@@ -10,14 +10,12 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/workflow/packer"
-	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +26,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -59,17 +59,6 @@ type Options struct {
 	ArgoPollInterval time.Duration
 }
 
-// Scheme knows every kind the controller reads or writes.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, bpav1.AddToScheme, wfv1.AddToScheme, metal3v1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
-
 // trimWorkflow keeps the informer cache small: status mirroring needs a few nodes and a few
 // of their fields, not the copies of every template Argo stores in each Workflow, nor
 // managed fields, nor every retry attempt's pod. Compressed nodes are unpacked here, once
@@ -81,7 +70,7 @@ func trimWorkflow(obj any) (any, error) {
 		wf.Status.StoredWorkflowSpec = nil
 		wf.Spec.Templates = nil
 		if wf.Status.CompressedNodes != "" {
-			// On failure the packed nodes stay, and Observe reports the error.
+			// On failure the packed nodes stay, and observe.Workflow reports the error.
 			_ = packer.DecompressWorkflow(wf)
 		}
 		wf.Status.Nodes = observedNodes(wf.Status.Nodes)
@@ -89,9 +78,9 @@ func trimWorkflow(obj any) (any, error) {
 	return obj, nil
 }
 
-// observedNodes keeps what Observe reads: the nodes named after a step (taskNodes), every
-// child of install-software (hostSoftware), and the failed children of a failed kept node
-// (failureMessage), each with only the fields those read.
+// observedNodes keeps what observe.Workflow reads: the nodes named after a step, every
+// child of install-software (its per-host results), and the failed children of a failed
+// kept node (their messages say what failed), each with only the fields those read.
 func observedNodes(nodes wfv1.Nodes) wfv1.Nodes {
 	out := make(wfv1.Nodes, len(observedSteps))
 	var keep func(id string, allChildren bool)
@@ -113,7 +102,7 @@ func observedNodes(nodes wfv1.Nodes) wfv1.Nodes {
 		}
 	}
 	for id, n := range nodes {
-		if step := stepName(n.DisplayName); observedSteps[step] || observedSteps[translator.StepBase(step)] {
+		if step := observe.StepName(n.DisplayName); observedSteps[step] || observedSteps[translator.StepBase(step)] {
 			keep(id, step == "install-software")
 		}
 	}
@@ -177,7 +166,7 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 }
 
 // observedSteps are the step names of every kind the controller mirrors, and the plan task
-// of an ad-hoc run (adHocPlan).
+// of an ad-hoc run (observe.AdHocPlan).
 var observedSteps = func() map[string]bool {
 	m := map[string]bool{}
 	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, []string{translator.AdHocPlanTask}) {
@@ -216,7 +205,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		byObject[&wfv1.Workflow{}] = cache.ByObject{Transform: trimWorkflow}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
+		Scheme:                  scheme.New(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/akraino-edge-stack/bpa/pkg/observe/observetest"
 )
 
 // pagedLister serves n Workflows in pages of the requested limit, as the apiserver does.
@@ -31,7 +33,7 @@ func (l *pagedLister) ListWithContext(_ context.Context, opts metav1.ListOptions
 	}
 	list := &wfv1.WorkflowList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(100 + len(l.calls))}}
 	for i := start; i < end; i++ {
-		wf := failedProvisioning()
+		wf := observetest.FailedProvisioning()
 		wf.Name = fmt.Sprintf("wf-%d", i)
 		list.Items = append(list.Items, *wf)
 	}

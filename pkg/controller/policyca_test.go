@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
-	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -29,7 +29,7 @@ func TestAPolicyCAWiderThanItsServerRefusesTheRun(t *testing.T) {
 	} {
 		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: bpav1.PolicyName},
 			Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca}}}}
-		c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(pol).Build()
+		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol).Build()
 		got, err := artifactsCA(context.Background(), c, p)
 		if want == "" {
 			require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestAPolicyCAWiderThanItsServerRefusesTheRun(t *testing.T) {
 		}
 		var refused *translator.Refusal
 		require.ErrorAs(t, err, &refused)
-		assert.Equal(t, policy.ReasonPolicyViolation, refused.Reason)
+		assert.Equal(t, bpav1.ReasonPolicyViolation, refused.Reason)
 		assert.Contains(t, refused.Message, want)
 	}
 }

@@ -22,6 +22,8 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -61,7 +63,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) err
 				return translator.Provisioning(p, o)
 			},
 			observe: observeProvisioning,
-			stepsOf: ProvisioningSteps,
+			stepsOf: observe.ProvisioningSteps,
 			report: func(obj, before runObject) {
 				reportOperations(mgr.GetEventRecorderFor("bpa-controller"), obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
 			},
@@ -119,12 +121,12 @@ func byLabel(label string) handler.MapFunc {
 	}
 }
 
-func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o Observation) {
+func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o observe.Observation) {
 	p := obj.(*bpav1.Provisioning)
 	observePlan(p, wf, o)
 	for _, s := range o.Steps {
 		if s.Name == "publish-kubeconfig" && s.Phase == string(wfv1.NodeSucceeded) {
-			p.Status.KubeconfigSecretName = cluster + "-kubeconfig"
+			p.Status.KubeconfigSecretName = kubeconfig.PublishedSecretName(cluster)
 		}
 	}
 	// Who runs etcd is the spec's choice (kubespray.EtcdMembers), the same that
@@ -137,11 +139,11 @@ func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o Obs
 		}
 	}
 	if err != nil {
-		setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionFalse, ReasonEvenEtcdCount, err.Error())
+		setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdQuorum, metav1.ConditionFalse, bpav1.ReasonEvenEtcdCount, err.Error())
 		return
 	}
 	etcd := len(members)
-	setCondition(&p.Status.Conditions, p.Generation, ConditionEtcdQuorum, metav1.ConditionTrue, ReasonOddEtcdCount,
+	setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdQuorum, metav1.ConditionTrue, bpav1.ReasonOddEtcdCount,
 		fmt.Sprintf("%d etcd members tolerate %d failures: %s (of %d masters)", etcd, (etcd-1)/2, strings.Join(members, ", "), len(p.Spec.Masters)))
 }
 
@@ -174,7 +176,7 @@ func artifactsCA(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (s
 	}
 	ca, err := pol.ArtifactsCA(p)
 	if err != nil {
-		return "", &translator.Refusal{Field: "spec.offline.url", Reason: policy.ReasonPolicyViolation,
+		return "", &translator.Refusal{Field: "spec.offline.url", Reason: bpav1.ReasonPolicyViolation,
 			Message: "the site policy's CA for this artifact server cannot be used: " + err.Error()}
 	}
 	return ca, nil
@@ -227,8 +229,8 @@ func finalizeProvisioning(ctx context.Context, c client.Client, reader client.Re
 		return nil
 	}
 	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: cluster + "-kubeconfig"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: cluster + "-configmap"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: kubeconfig.AddressConfigMapName(cluster)}},
 	} {
 		if err := deleteIfControlledBy(ctx, c, reader, o, p); err != nil {
 			return err

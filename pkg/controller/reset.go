@@ -18,26 +18,14 @@ import (
 )
 
 // A Provisioning deleted with deletionPolicy Reset waits for kubespray's reset.yml on its
-// hosts before they are released. Every state it waits in is the condition Deleting
-// (Cluster API's name) with one of these reasons, mirrored into Ready and into Reconciling
-// (the reset runs) or Stalled (it needs a person), and an event when it changes.
-const (
-	ConditionDeleting = "Deleting"
+// hosts before they are released. Every state it waits in is the condition
+// bpav1.ConditionDeleting with one of its reasons (bpav1.ReasonReset*, ArgoUnavailable, or
+// a refusal's), mirrored into Ready and into Reconciling (the reset runs) or Stalled (it
+// needs a person), and an event when it changes.
 
-	ReasonResetRunning    = "ResetRunning"
-	ReasonResetFailed     = "ResetFailed"
-	ReasonArgoUnavailable = "ArgoUnavailable"
-	// ReasonResetNotStarted: the reset Workflow cannot be built or created. A refusal of
-	// the site policy or the SSH Secret carries its own reason (policy.Reason*) instead.
-	ReasonResetNotStarted = "ResetNotStarted"
-	// ReasonResetSucceeded records, before the reset Workflow is deleted with the others,
-	// that the reset is done: a reconcile after a crash must not start a second one.
-	ReasonResetSucceeded = "ResetSucceeded"
-
-	// SkipResetValue is the value of the bpa.akraino.org/skip-reset annotation that lets
-	// the deletion go on without the reset (or without waiting for the one running).
-	SkipResetValue = "true"
-)
+// SkipResetValue is the value of the bpa.akraino.org/skip-reset annotation that lets the
+// deletion go on without the reset (or without waiting for the one running).
+const SkipResetValue = "true"
 
 // skipHint says how to stop waiting.
 var skipHint = fmt.Sprintf("or set the annotation %s=%s to release the hosts without resetting them", bpav1.SkipResetAnnotation, SkipResetValue)
@@ -52,7 +40,7 @@ func (r *runReconciler) resetBeforeRelease(ctx context.Context, obj runObject, r
 		return true, nil // Retain, or nothing ever ran on a host
 	}
 	if v := p.Annotations[bpav1.SkipResetAnnotation]; v == SkipResetValue {
-		r.Recorder.Eventf(p, corev1.EventTypeWarning, "ResetSkipped", "%s=%s: releasing %s without resetting them", bpav1.SkipResetAnnotation, v, translator.ResetSummary(hosts))
+		r.Recorder.Eventf(p, corev1.EventTypeWarning, bpav1.EventResetSkipped, "%s=%s: releasing %s without resetting them", bpav1.SkipResetAnnotation, v, translator.ResetSummary(hosts))
 		return true, nil
 	}
 	before := p.DeepCopy()
@@ -60,11 +48,11 @@ func (r *runReconciler) resetBeforeRelease(ctx context.Context, obj runObject, r
 	if reason == "" {
 		return err == nil, err // done, as a write the cache had not shown yet says; or an error
 	}
-	stalled := reason != ReasonResetRunning && reason != ReasonResetSucceeded
+	stalled := reason != bpav1.ReasonResetRunning && reason != bpav1.ReasonResetSucceeded
 	if v := p.Annotations[bpav1.SkipResetAnnotation]; stalled && v != "" {
 		msg += fmt.Sprintf(" (%s is %q: only %q skips the reset)", bpav1.SkipResetAnnotation, v, SkipResetValue)
 	}
-	setCondition(&p.Status.Conditions, p.Generation, ConditionDeleting, metav1.ConditionTrue, reason, msg)
+	setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionDeleting, metav1.ConditionTrue, reason, msg)
 	if stalled {
 		setStalled(&p.Status.RunStatus, p.Generation, reason, msg)
 	} else {
@@ -76,12 +64,12 @@ func (r *runReconciler) resetBeforeRelease(ctx context.Context, obj runObject, r
 	if perr := r.reportDeleting(ctx, before, p); perr != nil {
 		return false, perr
 	}
-	return reason == ReasonResetSucceeded, err
+	return reason == bpav1.ReasonResetSucceeded, err
 }
 
 func resetDone(p *bpav1.Provisioning) bool {
-	c := meta.FindStatusCondition(p.Status.Conditions, ConditionDeleting)
-	return c != nil && c.Reason == ReasonResetSucceeded
+	c := meta.FindStatusCondition(p.Status.Conditions, bpav1.ConditionDeleting)
+	return c != nil && c.Reason == bpav1.ReasonResetSucceeded
 }
 
 // reset finds or starts the reset Workflow and says how it is doing, as the Deleting
@@ -91,7 +79,7 @@ func (r *runReconciler) reset(ctx context.Context, p *bpav1.Provisioning, res *c
 	hosts := translator.ResetSummary(translator.ResetHosts(p))
 	argoUnavailable := func() (string, string, error) {
 		res.RequeueAfter = refusalRetry // no event says when Argo is back
-		return ReasonArgoUnavailable, fmt.Sprintf("deletionPolicy is Reset, but Argo Workflows is not installed (the Workflow kind is not served), so reset.yml cannot run on %s; install Argo again to let the reset run, %s", hosts, skipHint), nil
+		return bpav1.ReasonArgoUnavailable, fmt.Sprintf("deletionPolicy is Reset, but Argo Workflows is not installed (the Workflow kind is not served), so reset.yml cannot run on %s; install Argo again to let the reset run, %s", hosts, skipHint), nil
 	}
 	list := &wfv1.WorkflowList{}
 	err := r.Reader.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: p.Name})
@@ -135,15 +123,15 @@ func (r *runReconciler) reset(ctx context.Context, p *bpav1.Provisioning, res *c
 	}
 	switch current.Status.Phase {
 	case wfv1.WorkflowSucceeded:
-		return ReasonResetSucceeded, fmt.Sprintf("Workflow %s reset %s; releasing them", current.Name, hosts), nil
+		return bpav1.ReasonResetSucceeded, fmt.Sprintf("Workflow %s reset %s; releasing them", current.Name, hosts), nil
 	case wfv1.WorkflowFailed, wfv1.WorkflowError:
 		msg := fmt.Sprintf("Workflow %s, which runs reset.yml on %s, %s", current.Name, hosts, current.Status.Phase)
 		if current.Status.Message != "" {
 			msg += ": " + current.Status.Message
 		}
-		return ReasonResetFailed, msg + fmt.Sprintf("; fix the cause and `argo retry %s` (or delete it to start a new reset), %s", current.Name, skipHint), nil
+		return bpav1.ReasonResetFailed, msg + fmt.Sprintf("; fix the cause and `argo retry %s` (or delete it to start a new reset), %s", current.Name, skipHint), nil
 	}
-	return ReasonResetRunning, fmt.Sprintf("Workflow %s runs reset.yml on %s; the hosts are released when it succeeds", current.Name, hosts), nil
+	return bpav1.ReasonResetRunning, fmt.Sprintf("Workflow %s runs reset.yml on %s; the hosts are released when it succeeds", current.Name, hosts), nil
 }
 
 // startReset creates the reset Workflow once the checks every run passes allow it, or
@@ -151,7 +139,7 @@ func (r *runReconciler) reset(ctx context.Context, p *bpav1.Provisioning, res *c
 func (r *runReconciler) startReset(ctx context.Context, p *bpav1.Provisioning, hosts string, res *ctrl.Result) (_ *wfv1.Workflow, reason, msg string, _ error) {
 	wf, err := translator.Reset(p, r.Options)
 	if err != nil {
-		return nil, ReasonResetNotStarted, fmt.Sprintf("the reset Workflow cannot be built: %v; fix the spec, %s", err, skipHint), nil
+		return nil, bpav1.ReasonResetNotStarted, fmt.Sprintf("the reset Workflow cannot be built: %v; fix the spec, %s", err, skipHint), nil
 	}
 	// As before any run: the site policy may have been tightened since, and the SSH
 	// Secret's owner may have withdrawn consent. No siblings: the hosts are this CR's to
@@ -188,7 +176,7 @@ func (r *runReconciler) startReset(ctx context.Context, p *bpav1.Provisioning, h
 			err = fmt.Errorf("Workflow %s exists and is not this Provisioning's reset", wf.Name)
 		}
 	}
-	return nil, ReasonResetNotStarted, fmt.Sprintf("creating the reset Workflow %s: %v; %s", wf.Name, err, skipHint), err
+	return nil, bpav1.ReasonResetNotStarted, fmt.Sprintf("creating the reset Workflow %s: %v; %s", wf.Name, err, skipHint), err
 }
 
 // ownedBy says whether wf is a Workflow p made: controlled by p, or with no owner at all,
@@ -211,8 +199,8 @@ func (r *runReconciler) reportDeleting(ctx context.Context, before, after *bpav1
 	if err := r.writeStatus(ctx, before, after); err != nil {
 		return err
 	}
-	was := meta.FindStatusCondition(before.Status.Conditions, ConditionDeleting)
-	now := meta.FindStatusCondition(after.Status.Conditions, ConditionDeleting)
+	was := meta.FindStatusCondition(before.Status.Conditions, bpav1.ConditionDeleting)
+	now := meta.FindStatusCondition(after.Status.Conditions, bpav1.ConditionDeleting)
 	if was != nil && was.Reason == now.Reason && was.Message == now.Message {
 		return nil
 	}

@@ -110,10 +110,10 @@ func TestResetRunsOnceThenReleases(t *testing.T) {
 	assert.Equal(t, kubespray.Reset, ops[0].Playbook)
 	assert.Equal(t, "yes", ops[0].Vars["reset_confirmation"])
 
-	d := condition(p, ConditionDeleting)
-	assert.Equal(t, ReasonResetRunning, d.Reason)
+	d := condition(p, bpav1.ConditionDeleting)
+	assert.Equal(t, bpav1.ReasonResetRunning, d.Reason)
 	assert.Contains(t, d.Message, reset.Name)
-	assert.Equal(t, ReasonResetRunning, condition(p, bpav1.ConditionReconciling).Reason)
+	assert.Equal(t, bpav1.ReasonResetRunning, condition(p, bpav1.ConditionReconciling).Reason)
 	assert.True(t, claimed(t, c, "mine"), "claims stay while the reset runs")
 
 	// Reconciled again (or after a crash): still the one reset.
@@ -122,12 +122,12 @@ func TestResetRunsOnceThenReleases(t *testing.T) {
 
 	setPhase(t, c, reset, wfv1.WorkflowFailed, "child 'reset' failed")
 	p, _ = deleting(t, r, c)
-	d = condition(p, ConditionDeleting)
-	assert.Equal(t, ReasonResetFailed, d.Reason)
+	d = condition(p, bpav1.ConditionDeleting)
+	assert.Equal(t, bpav1.ReasonResetFailed, d.Reason)
 	assert.Contains(t, d.Message, "argo retry "+reset.Name)
 	assert.Contains(t, d.Message, "child 'reset' failed")
 	assert.Contains(t, d.Message, bpav1.SkipResetAnnotation+"=true")
-	assert.Equal(t, ReasonResetFailed, condition(p, bpav1.ConditionStalled).Reason)
+	assert.Equal(t, bpav1.ReasonResetFailed, condition(p, bpav1.ConditionStalled).Reason)
 	require.Len(t, workflows(t, c), 1, "a failed reset is kept for argo retry, not replaced")
 	assert.True(t, claimed(t, c, "mine"))
 
@@ -181,11 +181,11 @@ func TestArgoUnavailableWaitsUntilSkipped(t *testing.T) {
 	}, provisioned(bpav1.DeletionReset)...)
 	p, res := deleting(t, r, c)
 	require.NotNil(t, p)
-	d := condition(p, ConditionDeleting)
-	assert.Equal(t, ReasonArgoUnavailable, d.Reason)
+	d := condition(p, bpav1.ConditionDeleting)
+	assert.Equal(t, bpav1.ReasonArgoUnavailable, d.Reason)
 	assert.Contains(t, d.Message, "bpa.akraino.org/skip-reset=true")
 	assert.Contains(t, d.Message, "m1")
-	assert.Equal(t, ReasonArgoUnavailable, condition(p, bpav1.ConditionStalled).Reason)
+	assert.Equal(t, bpav1.ReasonArgoUnavailable, condition(p, bpav1.ConditionStalled).Reason)
 	assert.Equal(t, refusalRetry, res.RequeueAfter)
 	assert.True(t, claimed(t, c, "mine"))
 
@@ -196,7 +196,7 @@ func TestArgoUnavailableWaitsUntilSkipped(t *testing.T) {
 	skip("yes")
 	p, _ = deleting(t, r, c)
 	require.NotNil(t, p, `only "true" skips`)
-	assert.Contains(t, condition(p, ConditionDeleting).Message, `bpa.akraino.org/skip-reset is "yes": only "true" skips the reset`)
+	assert.Contains(t, condition(p, bpav1.ConditionDeleting).Message, `bpa.akraino.org/skip-reset is "yes": only "true" skips the reset`)
 
 	skip("true")
 	p, _ = deleting(t, r, c)
@@ -211,7 +211,7 @@ func TestResetIsAdmittedLikeARun(t *testing.T) {
 	p, res := deleting(t, r, c)
 	require.NotNil(t, p)
 	assert.Empty(t, workflows(t, c))
-	d := condition(p, ConditionDeleting)
+	d := condition(p, bpav1.ConditionDeleting)
 	assert.Equal(t, "SSHSecretNotUsable", d.Reason)
 	assert.Contains(t, d.Message, "spec.ssh.secretName")
 	assert.Contains(t, d.Message, bpav1.SkipResetAnnotation)

@@ -22,6 +22,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -64,7 +65,7 @@ type runKind struct {
 	// Provisioning's plan); nil means steps.
 	stepsOf func(wf *wfv1.Workflow) []string
 	// observe copies kind-specific parts of an observation into the status.
-	observe func(obj runObject, cluster string, wf *wfv1.Workflow, o Observation)
+	observe func(obj runObject, cluster string, wf *wfv1.Workflow, o observe.Observation)
 	// settle acts on what a mirrored run achieved (a Provisioning releases the hosts its
 	// removals freed).
 	settle func(ctx context.Context, obj runObject, cluster string) error
@@ -158,9 +159,9 @@ func (r *runReconciler) reportTransition(obj runObject, before, after *bpav1.Run
 		if after.Phase != bpav1.PhaseSucceeded {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(obj, eventType, "Run"+string(after.Phase), "%s", runMessage(after))
+		r.Recorder.Eventf(obj, eventType, bpav1.EventRunPrefix+string(after.Phase), "%s", runMessage(after))
 	case sameRun && isTerminal(before.Phase):
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunResumed", "Workflow %s is %s again (retried)", after.Workflow.Name, after.Phase)
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, bpav1.EventRunResumed, "Workflow %s is %s again (retried)", after.Workflow.Name, after.Phase)
 	}
 }
 
@@ -169,7 +170,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 	gen := obj.GetGeneration()
 	cluster, err := translator.ClusterOf(obj)
 	if err != nil {
-		setStalled(st, gen, ReasonInvalidSpec, err.Error())
+		setStalled(st, gen, bpav1.ReasonInvalidSpec, err.Error())
 		return nil
 	}
 
@@ -195,8 +196,8 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 		// until Argo is back: both say so. One that needs a run says why it waits.
 		inFlight := !isTerminal(st.Phase) && st.FinishedAt == nil
 		if ready := meta.FindStatusCondition(st.Conditions, bpav1.ConditionReady); st.Workflow != nil &&
-			(inFlight || (ready != nil && ready.Reason == ReasonWorkflowDeleted)) {
-			r.workflowGone(obj, ReasonArgoUnavailable, fmt.Sprintf("Workflow %s is gone and Argo Workflows is not installed (the Workflow kind %s is not served); install Argo Workflows, then set the %s annotation to a new value to run again",
+			(inFlight || (ready != nil && ready.Reason == bpav1.ReasonWorkflowDeleted)) {
+			r.workflowGone(obj, bpav1.ReasonArgoUnavailable, fmt.Sprintf("Workflow %s is gone and Argo Workflows is not installed (the Workflow kind %s is not served); install Argo Workflows, then set the %s annotation to a new value to run again",
 				st.Workflow.Name, wfv1.SchemeGroupVersion, bpav1.RerunAnnotation))
 		}
 		if needRun {
@@ -229,7 +230,7 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 			if err != nil || !gone {
 				return err // the cache lags: the Workflow's own event brings us back
 			}
-			r.workflowGone(obj, ReasonWorkflowDeleted, fmt.Sprintf("Workflow %s was deleted; set the %s annotation to a new value to run again", st.Workflow.Name, bpav1.RerunAnnotation))
+			r.workflowGone(obj, bpav1.ReasonWorkflowDeleted, fmt.Sprintf("Workflow %s was deleted; set the %s annotation to a new value to run again", st.Workflow.Name, bpav1.RerunAnnotation))
 		}
 		return nil
 	}
@@ -277,7 +278,7 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 	// would otherwise read as "nothing to do" and the run would undo it).
 	if running := unfinished(wfs, translator.WorkflowName(obj.GetName(), workflowKind[r.kind.kind], gen, rerun, revision)); running != nil {
 		r.mirror(obj, cluster, running)
-		setRunConditions(st, gen, ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, running.Name))
+		setRunConditions(st, gen, bpav1.ReasonWaitingForRun, fmt.Sprintf("generation %d starts when Workflow %s finishes", gen, running.Name))
 		return nil, nil
 	}
 	opts := r.Options
@@ -288,7 +289,7 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		wf, err = nil, nil
 	}
 	if err != nil {
-		reason := ReasonInvalidSpec
+		reason := bpav1.ReasonInvalidSpec
 		var refused *translator.Refusal
 		if errors.As(err, &refused) {
 			// The plan refuses the change: nothing runs, the cluster stays as it is.
@@ -308,9 +309,9 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		msg := fmt.Sprintf("generation %d needs no operation: the cluster already is what the spec asks", gen)
 		if upToDate != nil {
 			msg = upToDate.Message
-			r.Recorder.Event(obj, corev1.EventTypeNormal, ReasonUpToDate, msg)
+			r.Recorder.Event(obj, corev1.EventTypeNormal, bpav1.ReasonUpToDate, msg)
 		}
-		setCondition(&st.Conditions, gen, bpav1.ConditionReady, metav1.ConditionTrue, ReasonUpToDate, msg)
+		setCondition(&st.Conditions, gen, bpav1.ConditionReady, metav1.ConditionTrue, bpav1.ReasonUpToDate, msg)
 		meta.RemoveStatusCondition(&st.Conditions, bpav1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, bpav1.ConditionStalled)
 		return nil, nil
@@ -337,7 +338,7 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		if !ok {
 			st.Phase = bpav1.PhasePending
 			st.Message = msg
-			setRunConditions(st, gen, ReasonWaitingForProvisioning, msg)
+			setRunConditions(st, gen, bpav1.ReasonWaitingForProvisioning, msg)
 			return nil, nil
 		}
 	}
@@ -363,7 +364,7 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 		if t := wf.Annotations[bpav1.TriggerAnnotation]; t != "" {
 			why = ": " + t
 		}
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, "RunStarted", "Started Workflow %s for generation %d%s", wf.Name, gen, why)
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, bpav1.EventRunStarted, "Started Workflow %s for generation %d%s", wf.Name, gen, why)
 		log.FromContext(ctx).Info("started run", "workflow", wf.Name, "generation", gen)
 	}
 
@@ -382,7 +383,7 @@ func (r *runReconciler) startRun(ctx context.Context, obj runObject, cluster str
 // argoUnavailable marks a CR whose run cannot start because the Workflow kind is not served,
 // and looks again later: no event says when Argo is back.
 func argoUnavailable(st *bpav1.RunStatus, gen int64, res *ctrl.Result) {
-	setStalled(st, gen, ReasonArgoUnavailable, fmt.Sprintf("Argo Workflows is not installed (the Workflow kind %s is not served), so the run for generation %d cannot start; install Argo Workflows and it starts within a minute (a BPA controller that started without Argo restarts first, to watch Workflows)",
+	setStalled(st, gen, bpav1.ReasonArgoUnavailable, fmt.Sprintf("Argo Workflows is not installed (the Workflow kind %s is not served), so the run for generation %d cannot start; install Argo Workflows and it starts within a minute (a BPA controller that started without Argo restarts first, to watch Workflows)",
 		wfv1.SchemeGroupVersion, gen))
 	res.RequeueAfter = refusalRetry
 }
@@ -415,7 +416,7 @@ func (r *runReconciler) createOrAdopt(ctx context.Context, obj runObject, wf *wf
 		}
 	}
 	if !metav1.IsControlledBy(existing, obj) {
-		setStalled(obj.GetRunStatus(), obj.GetGeneration(), ReasonInvalidSpec, fmt.Sprintf("Workflow %s exists and is not owned by this %s", wf.Name, r.kind.kind))
+		setStalled(obj.GetRunStatus(), obj.GetGeneration(), bpav1.ReasonInvalidSpec, fmt.Sprintf("Workflow %s exists and is not owned by this %s", wf.Name, r.kind.kind))
 		return nil, false, nil
 	}
 	return existing, false, nil
@@ -428,7 +429,7 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	if r.kind.stepsOf != nil {
 		steps = r.kind.stepsOf(wf)
 	}
-	o := Observe(wf, steps)
+	o := observe.Workflow(wf, steps)
 
 	st.Workflow = &bpav1.WorkflowReference{Name: wf.Name, UID: wf.UID}
 	st.Phase, st.Progress, st.Message = o.Phase, o.Progress, o.Message
@@ -442,13 +443,13 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 
 	reason, msg := "", st.Message
 	if st.Phase == bpav1.PhasePending && wf.Status.Synchronization != nil && wf.Status.Synchronization.Mutex != nil && len(wf.Status.Synchronization.Mutex.Waiting) > 0 {
-		reason = ReasonWaitingForLock
+		reason = bpav1.ReasonWaitingForLock
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("Workflow %s is %s", wf.Name, st.Phase)
 	}
-	if strings.Contains(msg, ReasonNodeUnreachable+":") {
-		reason = ReasonNodeUnreachable // run-kubespray's refusal to remove a dead host gracefully
+	if strings.Contains(msg, bpav1.ReasonNodeUnreachable+":") {
+		reason = bpav1.ReasonNodeUnreachable // run-kubespray's refusal to remove a dead host gracefully
 	}
 	if t := wf.Annotations[bpav1.TriggerAnnotation]; t != "" {
 		// No CR was edited: the conditions say what started the run ("htop 3.2.2-3 uploaded").
@@ -472,7 +473,7 @@ func (r *runReconciler) workflowGone(obj runObject, reason, msg string) {
 	if st.Phase == bpav1.PhaseSucceeded {
 		// The run succeeded and its record expired: the cluster is still what it was.
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: bpav1.ConditionReady, Status: metav1.ConditionTrue,
-			Reason: ReasonSucceeded, Message: fmt.Sprintf("Workflow %s succeeded and has since been deleted", st.Workflow.Name), ObservedGeneration: obj.GetGeneration()})
+			Reason: bpav1.ReasonSucceeded, Message: fmt.Sprintf("Workflow %s succeeded and has since been deleted", st.Workflow.Name), ObservedGeneration: obj.GetGeneration()})
 		return
 	}
 	st.Message = msg

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -42,7 +44,7 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { _, ok := o.(*corev1.Secret); return ok }) {
 		objs = append(objs, sshSecret("c1-ssh", "c1"))
 	}
-	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).WithInterceptorFuncs(funcs).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(funcs).
 		WithStatusSubresource(&bpav1.Provisioning{}, &bpav1.Software{})
 	for _, i := range cacheIndexes {
 		b = b.WithIndex(i.obj, i.field, i.extract)
@@ -55,7 +57,7 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 		translate: func(_ context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
 			return translator.Provisioning(obj.(*bpav1.Provisioning), o)
 		},
-		observe: observeProvisioning, stepsOf: ProvisioningSteps,
+		observe: observeProvisioning, stepsOf: observe.ProvisioningSteps,
 	}}
 	r.kind.finalize = func(ctx context.Context, obj runObject) error {
 		return finalizeProvisioning(ctx, c, c, obj.(*bpav1.Provisioning))
@@ -154,7 +156,7 @@ func TestAWorkflowNamedLikeOursButNotOwnedStalls(t *testing.T) {
 	p := reconcile(t, r)
 	require.Len(t, workflows(t, c), 1)
 	assert.Nil(t, p.Status.Workflow, "never adopt what this CR did not create")
-	assert.Equal(t, ReasonInvalidSpec, condition(p, bpav1.ConditionStalled).Reason)
+	assert.Equal(t, bpav1.ReasonInvalidSpec, condition(p, bpav1.ConditionStalled).Reason)
 	assert.Contains(t, condition(p, bpav1.ConditionStalled).Message, "not owned")
 }
 
@@ -171,7 +173,7 @@ func TestSpecChangeWaitsForTheRunningWorkflow(t *testing.T) {
 	require.NoError(t, c.Update(context.Background(), p))
 	p = reconcile(t, r)
 	require.Len(t, workflows(t, c), 1, "the next run waits")
-	assert.Equal(t, ReasonWaitingForRun, condition(p, bpav1.ConditionReconciling).Reason)
+	assert.Equal(t, bpav1.ReasonWaitingForRun, condition(p, bpav1.ConditionReconciling).Reason)
 
 	wf = &workflows(t, c)[0]
 	wf.Status.Phase = wfv1.WorkflowSucceeded
@@ -189,7 +191,7 @@ func TestWorkflowDeletedFromUnderUs(t *testing.T) {
 	p := reconcile(t, r)
 	assert.Empty(t, workflows(t, c), "no new run without a new generation or a rerun request")
 	assert.Equal(t, bpav1.PhaseError, p.Status.Phase)
-	assert.Equal(t, ReasonWorkflowDeleted, condition(p, bpav1.ConditionReady).Reason)
+	assert.Equal(t, bpav1.ReasonWorkflowDeleted, condition(p, bpav1.ConditionReady).Reason)
 
 	p.Annotations = map[string]string{bpav1.RerunAnnotation: "again"}
 	require.NoError(t, c.Update(context.Background(), p))
@@ -204,7 +206,7 @@ func TestMissingClusterLabelStalls(t *testing.T) {
 	r, c, _ := newTestReconciler(p)
 	got := reconcile(t, r)
 	assert.Empty(t, workflows(t, c))
-	assert.Equal(t, ReasonInvalidSpec, condition(got, bpav1.ConditionStalled).Reason)
+	assert.Equal(t, bpav1.ReasonInvalidSpec, condition(got, bpav1.ConditionStalled).Reason)
 	assert.Contains(t, got.Status.Message, "metadata.labels.cluster")
 }
 
@@ -367,15 +369,15 @@ func TestRunsAreAdmittedBeforeTheyStart(t *testing.T) {
 		requeue     bool
 	}{
 		"a second Provisioning of the cluster touches nothing": {
-			[]client.Object{newProvisioning(), older}, policy.ReasonClusterHeldByOther, "cluster c1 is held by Provisioning q", false},
+			[]client.Object{newProvisioning(), older}, bpav1.ReasonClusterHeldByOther, "cluster c1 is held by Provisioning q", false},
 		"an image the policy does not list": {
-			[]client.Object{evil}, policy.ReasonPolicyViolation, "spec.kubespray.image: Forbidden: registry.evil/kubespray is not allowed by the built-in default policy", false},
+			[]client.Object{evil}, bpav1.ReasonPolicyViolation, "spec.kubespray.image: Forbidden: registry.evil/kubespray is not allowed by the built-in default policy", false},
 		"an artifact server the policy does not list": {
-			[]client.Object{probe}, policy.ReasonPolicyViolation, "spec.offline.url: Forbidden: https://169.254.169.254 is not allowed by the built-in default policy (no BPAPolicy default) (spec.artifactServers[].url for namespace ns: none)", false},
+			[]client.Object{probe}, bpav1.ReasonPolicyViolation, "spec.offline.url: Forbidden: https://169.254.169.254 is not allowed by the built-in default policy (no BPAPolicy default) (spec.artifactServers[].url for namespace ns: none)", false},
 		"an SSH Secret without the owner's consent": {
-			[]client.Object{newProvisioning(), sshSecret("c1-ssh", "c2")}, policy.ReasonSSHSecretRefused, `Secret c1-ssh is labelled bpa.akraino.org/cluster="c2", not c1`, true},
+			[]client.Object{newProvisioning(), sshSecret("c1-ssh", "c2")}, bpav1.ReasonSSHSecretRefused, `Secret c1-ssh is labelled bpa.akraino.org/cluster="c2", not c1`, true},
 		"no SSH Secret": {
-			[]client.Object{newProvisioning(), sshSecret("unrelated", "c1")}, policy.ReasonSSHSecretRefused, "no Secret c1-ssh labelled bpa.akraino.org/cluster=c1", true},
+			[]client.Object{newProvisioning(), sshSecret("unrelated", "c1")}, bpav1.ReasonSSHSecretRefused, "no Secret c1-ssh labelled bpa.akraino.org/cluster=c1", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, c, _ := newTestReconciler(tc.objs...)

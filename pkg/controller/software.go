@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
@@ -37,7 +38,7 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 	toSoftwares := func(ctx context.Context, o client.Object) []ctrl.Request {
 		cluster := o.GetLabels()[bpav1.ClusterLabel]
 		if _, ok := o.(*corev1.ConfigMap); ok {
-			cluster = strings.TrimSuffix(o.GetName(), "-configmap")
+			cluster, _ = kubeconfig.AddressConfigMapCluster(o.GetName())
 		}
 		return softwaresOfCluster(ctx, c, o.GetNamespace(), cluster)
 	}
@@ -51,7 +52,10 @@ func SetupSoftware(mgr ctrl.Manager, opts translator.Options, argo bool) error {
 		Watches(&bpav1.BPAPolicy{}, handler.EnqueueRequestsFromMapFunc(allOf(c, &bpav1.SoftwareList{}))).
 		Watches(&bpav1.ArtifactIndex{}, handler.EnqueueRequestsFromMapFunc(trackingSoftwares(c))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(toSoftwares),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), "-configmap") }))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				_, ok := kubeconfig.AddressConfigMapCluster(o.GetName())
+				return ok
+			}))).
 		Named("software").
 		Complete(r)
 }
@@ -73,7 +77,7 @@ func softwareKind(c client.Client, secrets client.Reader) runKind {
 			repo, err := policy.SoftwareAptRepo(ctx, pol, c, sw, cluster)
 			var refused *policy.AptRefusal
 			if errors.As(err, &refused) {
-				return nil, &translator.Refusal{Field: "spec.aptSource", Reason: policy.ReasonPolicyViolation, Message: err.Error()}
+				return nil, &translator.Refusal{Field: "spec.aptSource", Reason: bpav1.ReasonPolicyViolation, Message: err.Error()}
 			} else if err != nil {
 				return nil, err
 			}
@@ -167,7 +171,7 @@ func nodesRevision(ctx context.Context, c client.Client, ns, cluster string) (st
 		return "", nil
 	}
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + "-configmap"}, cm); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubeconfig.AddressConfigMapName(cluster)}, cm); err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
 	var keys []string

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/describe"
 )
 
@@ -35,7 +35,7 @@ func loadObjects(t *testing.T, file string) []client.Object {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
-	decode := serializer.NewCodecFactory(controller.Scheme()).UniversalDeserializer()
+	decode := serializer.NewCodecFactory(scheme.New()).UniversalDeserializer()
 	var objs []client.Object
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
@@ -57,7 +57,7 @@ func loadObjects(t *testing.T, file string) []client.Object {
 // renders, as the command does.
 func describeFixture(t *testing.T, objs []client.Object, kind, name string, color bool) string {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(controller.Scheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	tree, err := describe.Fetch(context.Background(), c, kind, "bpa-system", name)
 	require.NoError(t, err)
 	var out bytes.Buffer
@@ -166,7 +166,7 @@ func TestParseKind(t *testing.T) {
 }
 
 func TestFetchNotFound(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(controller.Scheme()).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	_, err := describe.Fetch(context.Background(), c, describe.KindProvisioning, "bpa-system", "nope")
 	assert.EqualError(t, err, "Provisioning bpa-system/nope not found")
 }

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -191,7 +191,7 @@ func (t *Tree) steps(wf *wfv1.Workflow) []string {
 	if t.Kind == KindSoftware {
 		return translator.SoftwareSteps
 	}
-	return controller.ProvisioningSteps(wf)
+	return observe.ProvisioningSteps(wf)
 }
 
 // renderRuns shows the current run in full, from its Workflow when it still exists and
@@ -213,13 +213,13 @@ func renderRuns(parent *node, t *Tree, run *bpav1.RunStatus, opts Options) {
 			earlier = append(earlier, *wf)
 			continue
 		}
-		o := controller.Observe(wf, t.steps(wf))
+		o := observe.Workflow(wf, t.steps(wf))
 		n := parent.add(append([]cell{{"Workflow " + clean(wf.Name), bold}}, runCells(o, opts.Now)...)...)
 		renderSteps(n, o, hostTimes(wf), opts.Now)
 		shown = true
 	}
 	if !shown && current != "" {
-		o := controller.Observation{
+		o := observe.Observation{
 			Phase: run.Phase, Progress: run.Progress, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
 			Steps: run.Steps,
 		}
@@ -242,13 +242,13 @@ func renderRuns(parent *node, t *Tree, run *bpav1.RunStatus, opts Options) {
 			n.add(cell{fmt.Sprintf("(%d more)", len(earlier)-i), dim})
 			break
 		}
-		o := controller.Observe(&wf, t.steps(&wf))
+		o := observe.Workflow(&wf, t.steps(&wf))
 		n.add(append([]cell{{clean(wf.Name), plain}}, runCells(o, opts.Now)...)...)
 	}
 }
 
 // runCells are a run's phase, progress, age, duration and message.
-func runCells(o controller.Observation, now time.Time) []cell {
+func runCells(o observe.Observation, now time.Time) []cell {
 	started := ""
 	if o.StartedAt != nil {
 		started = "started " + since(*o.StartedAt, now)
@@ -260,7 +260,7 @@ func runCells(o controller.Observation, now time.Time) []cell {
 	return []cell{phaseCell(string(o.Phase)), {o.Progress, plain}, {started, dim}, {d, plain}, {clean(o.Message), plain}}
 }
 
-func renderSteps(parent *node, o controller.Observation, times map[string]span, now time.Time) {
+func renderSteps(parent *node, o observe.Observation, times map[string]span, now time.Time) {
 	for _, s := range o.Steps {
 		n := parent.add(cell{clean(s.Name), plain}, phaseCell(s.Phase), cell{took(s.StartedAt, s.FinishedAt, now), plain},
 			cell{clean(s.Message), plain})
@@ -322,12 +322,12 @@ func tracked(h bpav1.HostSoftwareStatus) string {
 type span struct{ start, end *metav1.Time }
 
 // hostTimes are the start and end of each host's node of the install-software fan-out
-// (which Observe does not report), by host name.
+// (which observe.Workflow does not report), by host name.
 func hostTimes(wf *wfv1.Workflow) map[string]span {
 	if wf.Status.CompressedNodes != "" {
 		wf = wf.DeepCopy()
 		if packer.DecompressWorkflow(wf) != nil {
-			return nil // Observe has said why
+			return nil // observe.Workflow has said why
 		}
 	}
 	out := map[string]span{}

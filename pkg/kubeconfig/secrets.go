@@ -1,6 +1,10 @@
 package kubeconfig
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Names and types of the Secrets the kubeconfig travels in. See pkg/steps/verify for the
 // hand-over between verify and publish-kubeconfig.
@@ -21,5 +25,14 @@ func StagingSecretName(workflow string) string { return workflow + "-admin-conf"
 // PublishedSecretName is the cluster's kubeconfig Secret, `<cluster>-kubeconfig`.
 func PublishedSecretName(cluster string) string { return cluster + "-kubeconfig" }
 
+// addressConfigMapSuffix follows the cluster's name in its address ConfigMap's.
+const addressConfigMapSuffix = "-configmap"
+
 // AddressConfigMapName is the ConfigMap of node addresses, `<cluster>-configmap`.
-func AddressConfigMapName(cluster string) string { return cluster + "-configmap" }
+func AddressConfigMapName(cluster string) string { return cluster + addressConfigMapSuffix }
+
+// AddressConfigMapCluster is the cluster whose address ConfigMap is named name, and false
+// for a name that is no address ConfigMap's.
+func AddressConfigMapCluster(name string) (string, bool) {
+	return strings.CutSuffix(name, addressConfigMapSuffix)
+}

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
 
 // Unreachable reports which of nodes cannot be reached over SSH, and why for each. It
@@ -38,7 +40,7 @@ func WithoutDeadHosts(ops []Operation, allowUngraceful bool, unreachable Unreach
 			continue
 		}
 		if !allowUngraceful {
-			return nil, fmt.Errorf("NodeUnreachable: cannot reach node %s over SSH to drain and reset it before removal (%s); nothing was run. "+
+			return nil, fmt.Errorf(bpav1.ReasonNodeUnreachable+": cannot reach node %s over SSH to drain and reset it before removal (%s); nothing was run. "+
 				"Bring the host back, or set spec.nodeRemoval.allowUngraceful: true to remove it without draining or resetting it",
 				strings.Join(dead, ", "), strings.Join(why, "; "))
 		}

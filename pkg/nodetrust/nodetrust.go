@@ -141,7 +141,7 @@ func Install(ctx context.Context, hosts []Host, cfg sshexec.Config, certs []*x50
 		len(certs), changed, current, len(unreachable)+len(failed))
 	var msgs []string
 	if len(unreachable) > 0 {
-		msgs = append(msgs, fmt.Sprintf("NodeUnreachable: cannot reach %d hosts over SSH to install the artifact server's CA before kubespray downloads from it: %s",
+		msgs = append(msgs, fmt.Sprintf(bpav1.ReasonNodeUnreachable+": cannot reach %d hosts over SSH to install the artifact server's CA before kubespray downloads from it: %s",
 			len(unreachable), strings.Join(unreachable, "; ")))
 	}
 	if len(failed) > 0 {

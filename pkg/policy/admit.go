@@ -13,13 +13,6 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
 
-// Reasons a run is refused; they become the Stalled condition's reason.
-const (
-	ReasonPolicyViolation    = "PolicyViolation"
-	ReasonSSHSecretRefused   = "SSHSecretNotUsable"
-	ReasonClusterHeldByOther = "ClusterHeldByAnotherProvisioning"
-)
-
 // Refusal says why a run may not start, in words naming the field and the rule.
 type Refusal struct {
 	Reason  string
@@ -46,7 +39,7 @@ func CheckSSHSecret(ctx context.Context, r client.Reader, ns, name, cluster stri
 	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)
 	if apierrors.IsNotFound(err) {
-		return &Refusal{Reason: ReasonSSHSecretRefused, Retry: true,
+		return &Refusal{Reason: bpav1.ReasonSSHSecretRefused, Retry: true,
 			Message: fmt.Sprintf("spec.ssh.secretName: no Secret %s labelled %s=%s; create it (keys %s and %s) with that label, which is its owner's consent to this cluster's runs mounting it",
 				name, bpav1.ClusterNameLabel, cluster, SSHKeyKey, SSHKnownHostsKey)}, nil
 	}
@@ -54,7 +47,7 @@ func CheckSSHSecret(ctx context.Context, r client.Reader, ns, name, cluster stri
 		return nil, fmt.Errorf("reading SSH Secret %s/%s: %w", ns, name, err)
 	}
 	if got := s.Labels[bpav1.ClusterNameLabel]; got != cluster {
-		return &Refusal{Reason: ReasonSSHSecretRefused, Retry: true,
+		return &Refusal{Reason: bpav1.ReasonSSHSecretRefused, Retry: true,
 			Message: fmt.Sprintf("spec.ssh.secretName: Secret %s is labelled %s=%q, not %s; the label is its owner's consent to this cluster's runs mounting it",
 				name, bpav1.ClusterNameLabel, got, cluster)}, nil
 	}
@@ -91,7 +84,7 @@ func CheckHolder(p *bpav1.Provisioning, cluster string, siblings []bpav1.Provisi
 	if h == nil || h.Name == p.Name {
 		return nil
 	}
-	return &Refusal{Reason: ReasonClusterHeldByOther,
+	return &Refusal{Reason: bpav1.ReasonClusterHeldByOther,
 		Message: fmt.Sprintf("metadata.labels.cluster: cluster %s is held by Provisioning %s in this namespace; one Provisioning per cluster acts, and this one touches nothing until that one is deleted", cluster, h.Name)}
 }
 
@@ -100,7 +93,7 @@ func CheckHolder(p *bpav1.Provisioning, cluster string, siblings []bpav1.Provisi
 // Provisionings of p's namespace with p's cluster label; secrets reads Secrets.
 func AdmitProvisioning(ctx context.Context, pol Policy, secrets client.Reader, p *bpav1.Provisioning, cluster, sshSecret string, siblings []bpav1.Provisioning) (*Refusal, error) {
 	if errs := pol.CheckProvisioning(p); len(errs) > 0 {
-		return &Refusal{Reason: ReasonPolicyViolation, Message: errs.ToAggregate().Error()}, nil
+		return &Refusal{Reason: bpav1.ReasonPolicyViolation, Message: errs.ToAggregate().Error()}, nil
 	}
 	if r := CheckHolder(p, cluster, siblings); r != nil {
 		return r, nil
@@ -111,7 +104,7 @@ func AdmitProvisioning(ctx context.Context, pol Policy, secrets client.Reader, p
 // AdmitSoftware runs the checks a Software's run must pass when it starts.
 func AdmitSoftware(ctx context.Context, pol Policy, secrets client.Reader, sw *bpav1.Software, cluster, sshSecret string) (*Refusal, error) {
 	if errs := pol.CheckSoftware(sw); len(errs) > 0 {
-		return &Refusal{Reason: ReasonPolicyViolation, Message: errs.ToAggregate().Error()}, nil
+		return &Refusal{Reason: bpav1.ReasonPolicyViolation, Message: errs.ToAggregate().Error()}, nil
 	}
 	return CheckSSHSecret(ctx, secrets, sw.Namespace, sshSecret, cluster)
 }

@@ -105,7 +105,7 @@ func TestHolder(t *testing.T) {
 	assert.Equal(t, "a", Holder([]bpav1.Provisioning{at("b", 0, false), at("a", 0, false)}).Name, "same second: by name")
 	p := at("new", 0, false)
 	r := CheckHolder(&p, "c1", []bpav1.Provisioning{at("old", time.Hour, false)})
-	assert.Equal(t, ReasonClusterHeldByOther, r.Reason)
+	assert.Equal(t, bpav1.ReasonClusterHeldByOther, r.Reason)
 	assert.Nil(t, CheckHolder(&p, "c1", []bpav1.Provisioning{p}))
 }
 

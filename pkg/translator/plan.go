@@ -157,18 +157,6 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Field + ": " + r.Message }
 
-// Reasons of refusals, which become the Stalled condition's reason.
-const (
-	ReasonDowngrade          = "DowngradeRefused"
-	ReasonSkippedMinor       = "SkippedMinorRefused"
-	ReasonUpgradeWithChanges = "UpgradeWithNodeChanges"
-	ReasonEtcdReplacement    = "EtcdMembersAddedAndRemoved"
-	ReasonFirstControlPlane  = "FirstControlPlaneNode"
-	ReasonRoleChange         = "NodeRoleChange"
-	ReasonHostChange         = "NodeHostChange"
-	ReasonImmutableSetting   = bpav1.ReasonImmutableSetting
-)
-
 // PlanChange plans the run that takes the cluster from p.Status.Applied to p.Spec. It is
 // pure: it reads the spec, status.applied and the rerun and delete-nodes annotations. An
 // empty plan means there is nothing kubespray needs to do.
@@ -298,7 +286,7 @@ func (pl *planner) refuse() error {
 		if pl.applied.KubesprayVersion != pl.plan.KubesprayVersion {
 			field = "spec.kubespray.version"
 		}
-		return &Refusal{field, ReasonUpgradeWithChanges, fmt.Sprintf("%s, and the nodes change too (%s): kubespray upgrades an unchanged node set (docs/operations/upgrades.md); make the node changes and the upgrade in separate edits",
+		return &Refusal{field, bpav1.ReasonUpgradeWithChanges, fmt.Sprintf("%s, and the nodes change too (%s): kubespray upgrades an unchanged node set (docs/operations/upgrades.md); make the node changes and the upgrade in separate edits",
 			pl.upgrade, pl.d.describe())}
 	}
 	return nil
@@ -545,7 +533,7 @@ func refuseImmutable(spec *bpav1.ProvisioningSpec, applied, desired map[string]s
 	if s.Var == inventory.PodSubnetVar && spec.PodSubnet != "" {
 		field = "spec.PodSubnet"
 	}
-	return &Refusal{field, ReasonImmutableSetting, fmt.Sprintf("%s is %s in the running cluster and would become %s: %s (%s). Keep %s, or build a new cluster",
+	return &Refusal{field, bpav1.ReasonImmutableSetting, fmt.Sprintf("%s is %s in the running cluster and would become %s: %s (%s). Keep %s, or build a new cluster",
 		s.Var, applied[s.Var], desired[s.Var], s.Why, s.Source(), applied[s.Var])}
 }
 
@@ -588,17 +576,17 @@ func diff(applied []bpav1.HostStatus, desired []hostmatch.Node) nodeDiff {
 			}
 		case n.MAC != "" && h.MAC != "" && n.MAC != h.MAC:
 			if d.refusal == nil {
-				d.refusal = &Refusal{"spec", ReasonHostChange, fmt.Sprintf("node %s runs on the host with MAC %s; the spec now names %s: a node cannot move to another host in place; remove it, then add the new host under a new name",
+				d.refusal = &Refusal{"spec", bpav1.ReasonHostChange, fmt.Sprintf("node %s runs on the host with MAC %s; the spec now names %s: a node cannot move to another host in place; remove it, then add the new host under a new name",
 					n.Name, h.MAC, n.MAC)}
 			}
 		case isRole(h, hostmatch.RoleMaster) && n.Master && h.Etcd != n.Etcd:
 			if d.refusal == nil {
-				d.refusal = &Refusal{"spec.masters", ReasonRoleChange, fmt.Sprintf("master %s %s an etcd member and would %s: kubespray cannot change etcd membership in place. The masters that run etcd must stay an odd number; with no etcd: on any master they are the largest odd number of masters in list order, so adding or removing one master can move another in or out. Mark the masters with etcd: true or false to keep %s as it is",
+				d.refusal = &Refusal{"spec.masters", bpav1.ReasonRoleChange, fmt.Sprintf("master %s %s an etcd member and would %s: kubespray cannot change etcd membership in place. The masters that run etcd must stay an odd number; with no etcd: on any master they are the largest odd number of masters in list order, so adding or removing one master can move another in or out. Mark the masters with etcd: true or false to keep %s as it is",
 					n.Name, map[bool]string{true: "is", false: "is not"}[h.Etcd], map[bool]string{true: "become one", false: "stop being one"}[n.Etcd], n.Name)}
 			}
 		case isRole(h, hostmatch.RoleMaster) != n.Master:
 			if d.refusal == nil {
-				d.refusal = &Refusal{"spec.masters", ReasonRoleChange, fmt.Sprintf("node %s is %s in the cluster and would become %s: kubespray cannot change a node's control-plane or etcd role in place; remove the node, then add it back under a new name",
+				d.refusal = &Refusal{"spec.masters", bpav1.ReasonRoleChange, fmt.Sprintf("node %s is %s in the cluster and would become %s: kubespray cannot change a node's control-plane or etcd role in place; remove the node, then add it back under a new name",
 					n.Name, roleWords(isRole(h, hostmatch.RoleMaster), h.Etcd), roleWords(n.Master, n.Etcd))}
 			}
 		case isRole(h, hostmatch.RoleWorker) != n.Worker:
@@ -653,7 +641,7 @@ func (d nodeDiff) refuse(applied []bpav1.HostStatus) error {
 		return d.refusal
 	}
 	if d.addedEtcd && d.removedEtcd {
-		return &Refusal{"spec.masters", ReasonEtcdReplacement, "etcd members are added and removed in one edit: every inventory in between would hold an even number of etcd members, which kubespray refuses; add the new members first, then remove the old ones"}
+		return &Refusal{"spec.masters", bpav1.ReasonEtcdReplacement, "etcd members are added and removed in one edit: every inventory in between would hold an even number of etcd members, which kubespray refuses; add the new members first, then remove the old ones"}
 	}
 	// The inventory lists masters by name: the first is kubespray's first control-plane node.
 	var masters []string
@@ -668,11 +656,11 @@ func (d nodeDiff) refuse(applied []bpav1.HostStatus) error {
 	}
 	first := masters[0]
 	if slices.Contains(d.removed, first) {
-		return &Refusal{"spec.masters", ReasonFirstControlPlane, fmt.Sprintf("BPA policy: %s is the first control-plane node, and kubespray's remove_node.yml says (in a comment, not a check) that it cannot remove the first control plane node or first etcd node; keep it", first)}
+		return &Refusal{"spec.masters", bpav1.ReasonFirstControlPlane, fmt.Sprintf("BPA policy: %s is the first control-plane node, and kubespray's remove_node.yml says (in a comment, not a check) that it cannot remove the first control plane node or first etcd node; keep it", first)}
 	}
 	for _, m := range d.addedMasters {
 		if m < first {
-			return &Refusal{"spec.masters", ReasonFirstControlPlane, fmt.Sprintf("new master %s would sort before %s and become kubespray's first control-plane node, which must be a node that already runs the cluster; choose a name that sorts after %s", m, first, first)}
+			return &Refusal{"spec.masters", bpav1.ReasonFirstControlPlane, fmt.Sprintf("new master %s would sort before %s and become kubespray's first control-plane node, which must be a node that already runs the cluster; choose a name that sorts after %s", m, first, first)}
 		}
 	}
 	return nil
@@ -699,9 +687,9 @@ func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray
 		switch {
 		case !aok || !bok:
 		case b[0] < a[0] || b[0] == a[0] && b[1] < a[1]:
-			return "", &Refusal{"spec.kubespray.version", ReasonDowngrade, fmt.Sprintf("the cluster was built with kubespray %s; %s is older, and kubespray does not downgrade", from, plan.KubesprayVersion)}
+			return "", &Refusal{"spec.kubespray.version", bpav1.ReasonDowngrade, fmt.Sprintf("the cluster was built with kubespray %s; %s is older, and kubespray does not downgrade", from, plan.KubesprayVersion)}
 		case b[0] > a[0]+1:
-			return "", &Refusal{"spec.kubespray.version", ReasonSkippedMinor, fmt.Sprintf("the cluster runs kubespray %s; %s skips v2.%d, and kubespray must not skip a minor release (docs/operations/upgrades.md): upgrade to v2.%d first", from, plan.KubesprayVersion, a[0]+1, a[0]+1)}
+			return "", &Refusal{"spec.kubespray.version", bpav1.ReasonSkippedMinor, fmt.Sprintf("the cluster runs kubespray %s; %s skips v2.%d, and kubespray must not skip a minor release (docs/operations/upgrades.md): upgrade to v2.%d first", from, plan.KubesprayVersion, a[0]+1, a[0]+1)}
 		}
 		what = append(what, fmt.Sprintf("kubespray %s → %s", from, plan.KubesprayVersion))
 	}
@@ -710,9 +698,9 @@ func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray
 		if err == nil {
 			switch {
 			case kube.Minor < a.Minor || kube.Minor == a.Minor && kube.Patch < a.Patch:
-				return "", &Refusal{kubeField, ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
+				return "", &Refusal{kubeField, bpav1.ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
 			case kube.Minor > a.Minor+1:
-				return "", &Refusal{kubeField, ReasonSkippedMinor, fmt.Sprintf("the cluster runs Kubernetes %s; %s skips 1.%d, and upgrades go one minor at a time (docs/operations/upgrades.md): upgrade to 1.%d first", from, kube, a.Minor+1, a.Minor+1)}
+				return "", &Refusal{kubeField, bpav1.ReasonSkippedMinor, fmt.Sprintf("the cluster runs Kubernetes %s; %s skips 1.%d, and upgrades go one minor at a time (docs/operations/upgrades.md): upgrade to 1.%d first", from, kube, a.Minor+1, a.Minor+1)}
 			}
 		}
 		what = append(what, fmt.Sprintf("Kubernetes %s → %s", from, kube))

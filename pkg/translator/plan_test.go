@@ -283,7 +283,7 @@ func TestPlanDetails(t *testing.T) {
 		var r *translator.Refusal
 		require.True(t, errors.As(err, &r), "a downgrade through extraVars is refused: %v", err)
 		assert.Equal(t, "spec.kubespray.extraVars.kube_version", r.Field)
-		assert.Equal(t, translator.ReasonDowngrade, r.Reason)
+		assert.Equal(t, bpav1.ReasonDowngrade, r.Reason)
 	})
 	t.Run("spec.offline on a built cluster reconfigures every host", func(t *testing.T) {
 		c, err := translator.PlanChange(day2(t, base+"\noffline: {url: \"https://artifacts.example:8443\"}", appliedAs(t, base, m1, w1)))
@@ -312,23 +312,23 @@ func TestPlanRefusals(t *testing.T) {
 		field, reason string
 	}{
 		"Kubernetes downgrade": {"masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.30.4}",
-			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", translator.ReasonDowngrade},
+			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", bpav1.ReasonDowngrade},
 		"Kubernetes minor skipped": {"masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.32.5}\nkubespray: {version: v2.28.0}\n# applied: 1.30.4",
-			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", translator.ReasonSkippedMinor},
+			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", bpav1.ReasonSkippedMinor},
 		"upgrade with node changes": {"masters: [{m1: null}]\nworkers: [{w1: null}, {w2: null}]\nkubernetes: {version: 1.32.5}",
-			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", translator.ReasonUpgradeWithChanges},
+			[]bpav1.HostStatus{m1, w1}, "spec.kubernetes.version", bpav1.ReasonUpgradeWithChanges},
 		"first control-plane node removed": {"masters: [{m2: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
-			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonFirstControlPlane},
+			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", bpav1.ReasonFirstControlPlane},
 		"a new master sorting first": {"masters: [{m1: null}, {a0: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
-			[]bpav1.HostStatus{m1, w1}, "spec.masters", translator.ReasonFirstControlPlane},
+			[]bpav1.HostStatus{m1, w1}, "spec.masters", bpav1.ReasonFirstControlPlane},
 		"etcd members replaced in one edit": {"masters: [{m1: null}, {m4: null}, {m5: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
-			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonEtcdReplacement},
+			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", bpav1.ReasonEtcdReplacement},
 		"a worker becomes a master": {"masters: [{m1: null}, {w1: {etcd: false}}]\nworkers: [{w2: null}]\nkubernetes: {version: 1.31.4}",
-			[]bpav1.HostStatus{m1, w1, host("w2", false, false)}, "spec.masters", translator.ReasonRoleChange},
+			[]bpav1.HostStatus{m1, w1, host("w2", false, false)}, "spec.masters", bpav1.ReasonRoleChange},
 		"a master's etcd membership changes": {"masters: [{m1: null}, {m2: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}",
-			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", translator.ReasonRoleChange},
+			[]bpav1.HostStatus{m1, host("m2", true, true), host("m3", true, true), w1}, "spec.masters", bpav1.ReasonRoleChange},
 		"a node moves to another host": {"masters: [{m1: null}]\nworkers: [{w1: {mac-address: \"00:00:00:00:00:99\"}}]\nkubernetes: {version: 1.31.4}",
-			[]bpav1.HostStatus{m1, w1}, "spec", translator.ReasonHostChange},
+			[]bpav1.HostStatus{m1, w1}, "spec", bpav1.ReasonHostChange},
 	} {
 		t.Run(name, func(t *testing.T) {
 			applied := appliedAs(t, base, tc.applied...)
@@ -380,7 +380,7 @@ func TestPlanRefusals(t *testing.T) {
 	})
 	t.Run("kubespray minor skipped or downgraded", func(t *testing.T) {
 		applied := appliedAs(t, base, m1, w1)
-		for from, reason := range map[string]string{"v2.26.0": translator.ReasonSkippedMinor, "v2.29.0": translator.ReasonDowngrade} {
+		for from, reason := range map[string]string{"v2.26.0": bpav1.ReasonSkippedMinor, "v2.29.0": bpav1.ReasonDowngrade} {
 			applied.KubesprayVersion = from
 			_, err := translator.PlanChange(day2(t, "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubespray: {version: v2.28.0}\nkubernetes: {version: 1.31.4}", applied))
 			var r *translator.Refusal

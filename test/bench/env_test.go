@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -81,7 +81,7 @@ func newEnvWith(b *testing.B, opts rig.Options) *env {
 	must(b, bpatest.InstallAdmissionPolicy(ctx, r.RESTConfig), "installing the admission policies")
 	cfg := rest.CopyConfig(r.RESTConfig)
 	cfg.QPS = -1
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	must(b, err, "client")
 	return &env{rig: r, cfg: cfg, client: c}
 }
@@ -174,7 +174,7 @@ func (e *env) watch(b *testing.B, ns string, obj client.Object, fn func(client.O
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	c, err := cache.New(e.cfg, cache.Options{Scheme: controller.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	c, err := cache.New(e.cfg, cache.Options{Scheme: scheme.New(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	must(b, err, "watch cache")
 	inf, err := c.GetInformer(ctx, obj)
 	must(b, err, "informer")

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -96,7 +96,7 @@ func TestThousandNodeRunWorkflowSize(t *testing.T) {
 	packed := wf.DeepCopy()
 	require.NoError(t, packer.CompressWorkflowIfNeeded(packed), "Argo cannot store the Workflow without a nodeStatusOffload database")
 	r := rig.ForTest(t, rig.Options{})
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	packed.Namespace = r.Namespace
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -362,8 +362,8 @@ func (d *day2) upgrade(t *testing.T) {
 	stalled := &bpav1.Provisioning{}
 	d.waitFor(t, stalled, d.p.Name, func() bool {
 		c := findCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
-		return c != nil && c.ObservedGeneration == p.Generation && c.Reason == translator.ReasonSkippedMinor
-	}, "Stalled "+translator.ReasonSkippedMinor)
+		return c != nil && c.ObservedGeneration == p.Generation && c.Reason == bpav1.ReasonSkippedMinor
+	}, "Stalled "+bpav1.ReasonSkippedMinor)
 	assert.Contains(t, findCondition(stalled.Status.Conditions, bpav1.ConditionStalled).Message, "spec.kubernetes.version")
 	assert.Empty(t, d.runsSince(t, before), "nothing ran")
 

@@ -14,6 +14,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -40,8 +41,8 @@ func (e *env) checkDescribe(t *testing.T, p *bpav1.Provisioning, s *bpav1.Softwa
 	for _, h := range p.Status.Hosts {
 		assert.Regexp(t, "(?m)^│ [├└]─"+h.Name+" +"+regexp.QuoteMeta(strings.Join(h.Roles, ","))+" +"+regexp.QuoteMeta(h.IP)+" ", prov, h.Name)
 	}
-	assert.Regexp(t, "Secret +"+cluster+"-kubeconfig +exists +by Workflow "+p.Status.Workflow.Name+"\n", prov)
-	assert.Regexp(t, "ConfigMap +"+cluster+"-configmap +exists", prov)
+	assert.Regexp(t, "Secret +"+kubeconfig.PublishedSecretName(cluster)+" +exists +by Workflow "+p.Status.Workflow.Name+"\n", prov)
+	assert.Regexp(t, "ConfigMap +"+kubeconfig.AddressConfigMapName(cluster)+" +exists", prov)
 
 	sw := describe("software", s.Name)
 	for _, step := range translator.SoftwareSteps {
@@ -53,7 +54,7 @@ func (e *env) checkDescribe(t *testing.T, p *bpav1.Provisioning, s *bpav1.Softwa
 	}
 
 	sec := &corev1.Secret{}
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-kubeconfig"}, sec))
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}, sec))
 	kubeconfig, err := clientcmd.Load(sec.Data["value"])
 	require.NoError(t, err)
 	for _, n := range e.secretNeedles(t, kubeconfig) {

@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/policy"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/sim"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
@@ -248,11 +248,11 @@ func (e *env) assertProvisioned(t *testing.T, p *bpav1.Provisioning) {
 		assert.NotEmpty(t, h.IP, h.Name)
 		assert.NotEmpty(t, h.BareMetalHost, h.Name)
 	}
-	assert.Equal(t, cluster+"-kubeconfig", p.Status.KubeconfigSecretName)
+	assert.Equal(t, kubeconfig.PublishedSecretName(cluster), p.Status.KubeconfigSecretName)
 	assert.True(t, isTrue(p.Status.Conditions, bpav1.ConditionReady))
 
 	sec := &corev1.Secret{}
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-kubeconfig"}, sec))
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}, sec))
 	cfg, err := clientcmd.Load(sec.Data["value"])
 	require.NoError(t, err, "the published kubeconfig parses")
 	master := firstMaster(p)
@@ -260,7 +260,7 @@ func (e *env) assertProvisioned(t *testing.T, p *bpav1.Provisioning) {
 		assert.Contains(t, c.Server, "https://"+master.IP+":", "the kubeconfig points at the first master")
 	}
 	cm := &corev1.ConfigMap{}
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: cluster + "-configmap"}, cm))
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: kubeconfig.AddressConfigMapName(cluster)}, cm))
 	for _, h := range p.Status.Hosts {
 		for _, r := range h.Roles {
 			assert.Equal(t, h.IP, cm.Data[strings.ToUpper(r)+"_"+h.Name], "%s %s", r, h.Name)
@@ -384,9 +384,9 @@ func (e *env) deleteAndCheckCleanup(t *testing.T, p *bpav1.Provisioning) {
 	e.waitGone(t, p)
 	assert.Empty(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name), "Workflows are deleted")
 	for _, o := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
-		name := cluster + "-kubeconfig"
+		name := kubeconfig.PublishedSecretName(cluster)
 		if _, ok := o.(*corev1.ConfigMap); ok {
-			name = cluster + "-configmap"
+			name = kubeconfig.AddressConfigMapName(cluster)
 		}
 		err := e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, o)
 		assert.True(t, apierrors.IsNotFound(err), "%s is deleted: %v", name, err)
@@ -517,7 +517,7 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	stalled := &bpav1.Provisioning{}
 	e.waitFor(t, stalled, b.Name, func() bool {
 		c := meta.FindStatusCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
-		return c != nil && c.Reason == policy.ReasonClusterHeldByOther
+		return c != nil && c.Reason == bpav1.ReasonClusterHeldByOther
 	}, "the second Provisioning of the cluster to stall")
 	assert.Contains(t, stalled.Status.Message, "cluster shared is held by Provisioning shared")
 	assert.Empty(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, b.Name), "the second one starts no run")

@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
@@ -55,7 +55,7 @@ func TestLatest(t *testing.T) {
 	require.NoError(t, e.Client.Create(ctx, &bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: "bpa-artifacts"}}))
 	signing, public := artifactstest.AptKey(t)
 	url, ca, up := artifactstest.Server(ctx, t, e.Rig, func(o *artifacts.Options) {
-		server := artifactstest.ServerClient(ctx, t, e.Rig, controller.Scheme())
+		server := artifactstest.ServerClient(ctx, t, e.Rig, scheme.New())
 		o.AptSigningKey, o.Index, o.IndexClient, o.Status = signing, "bpa-artifacts", server, server
 	})
 	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")

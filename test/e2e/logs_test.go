@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 )
 
 // argoLogs is `argo logs <workflow>`, the real CLI: every step pod's main container, each
@@ -53,7 +54,7 @@ func (e *env) assertProvisioningLogs(t *testing.T, p *bpav1.Provisioning) {
 	assertLogLines(t, logs, "run-kubespray", "playbook cluster.yml on every host", `TASK \[sim : SIMULATED kubeadm init`,
 		"changed: \\["+master.Name+"\\]", "PLAY RECAP")
 	assertLogLines(t, logs, "verify", "node "+master.Name+" .*: Ready")
-	assertLogLines(t, logs, "publish-kubeconfig", "published Secret "+p.Labels["cluster"]+"-kubeconfig")
+	assertLogLines(t, logs, "publish-kubeconfig", "published Secret "+kubeconfig.PublishedSecretName(p.Labels["cluster"]))
 
 	pod := e.stepPod(t, p.Status.Workflow.Name, "run-kubespray")
 	out, err := exec.CommandContext(e.ctx, "kubectl", "--kubeconfig", e.Rig.Kubeconfig, "-n", e.Namespace, "logs", pod).CombinedOutput()

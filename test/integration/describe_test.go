@@ -18,9 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
+
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 // secretValue is the data of the published kubeconfig Secret in the fixture.
@@ -36,7 +37,7 @@ func TestDescribeOnRig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	root, err := rig.RepoRoot()
 	require.NoError(t, err)

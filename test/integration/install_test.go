@@ -16,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/rig"
+
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 const bpaImage = "ghcr.io/akraino-edge-stack/bpa"
@@ -66,7 +67,7 @@ func TestInstallManifests(t *testing.T) {
 	r := rig.ForTest(t, rig.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	scheme := controller.Scheme()
+	scheme := scheme.New()
 	require.NoError(t, apiextensionsv1.AddToScheme(scheme))
 	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme})
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func TestControllerStartsWithoutArgo(t *testing.T) {
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
 		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}}}
 	require.NoError(t, c.Create(ctx, p))
-	eventually(t, "Stalled ArgoUnavailable", func() bool { return reason("new", bpav1.ConditionStalled) == controller.ReasonArgoUnavailable })
+	eventually(t, "Stalled ArgoUnavailable", func() bool { return reason("new", bpav1.ConditionStalled) == bpav1.ReasonArgoUnavailable })
 	msg := meta.FindStatusCondition(get("new").Status.Conditions, bpav1.ConditionStalled).Message
 	assert.Contains(t, msg, "argoproj.io/v1alpha1")
 	assert.Contains(t, msg, "install Argo Workflows")
@@ -50,7 +50,7 @@ func TestControllerStartsWithoutArgo(t *testing.T) {
 	// A built cluster deleted with Reset waits, saying how to proceed, then goes when told.
 	provisionedOn(ctx, t, c, ns, "built", "c2", bpav1.DeletionReset)
 	require.NoError(t, c.Delete(ctx, get("built")))
-	eventually(t, "Deleting ArgoUnavailable", func() bool { return reason("built", controller.ConditionDeleting) == controller.ReasonArgoUnavailable })
+	eventually(t, "Deleting ArgoUnavailable", func() bool { return reason("built", bpav1.ConditionDeleting) == bpav1.ReasonArgoUnavailable })
 	p = get("built")
 	p.Annotations = map[string]string{bpav1.SkipResetAnnotation: "true"}
 	require.NoError(t, c.Update(ctx, p))
@@ -106,7 +106,7 @@ func TestControllerNoticesArgoUninstalled(t *testing.T) {
 	defer func() { stopAgain(); require.NoError(t, <-restarted) }()
 	eventually(t, "the run reported gone with Argo", func() bool {
 		ready := meta.FindStatusCondition(get().Status.Conditions, bpav1.ConditionReady)
-		return ready != nil && ready.Reason == controller.ReasonArgoUnavailable
+		return ready != nil && ready.Reason == bpav1.ReasonArgoUnavailable
 	})
 	p := get()
 	assert.Equal(t, bpav1.PhaseError, p.Status.Phase)
@@ -114,7 +114,7 @@ func TestControllerNoticesArgoUninstalled(t *testing.T) {
 	assert.Contains(t, p.Status.Message, "Workflow "+wf+" is gone and Argo Workflows is not installed")
 	stalled := meta.FindStatusCondition(p.Status.Conditions, bpav1.ConditionStalled)
 	require.NotNil(t, stalled)
-	assert.Equal(t, controller.ReasonArgoUnavailable, stalled.Reason)
+	assert.Equal(t, bpav1.ReasonArgoUnavailable, stalled.Reason)
 	// The controller started again stays up: it runs without Workflow watches, and nothing
 	// it looks for has changed.
 	select {

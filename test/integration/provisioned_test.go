@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
@@ -38,7 +39,7 @@ func crdsOnRig(t *testing.T, ro rig.Options) (ctx context.Context, r *rig.Rig, c
 	t.Cleanup(cancel)
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	ctrl.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
 	return ctx, r, c

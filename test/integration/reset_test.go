@@ -58,7 +58,7 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 		if p == nil {
 			return condition{gone: true}
 		}
-		d := meta.FindStatusCondition(p.Status.Conditions, controller.ConditionDeleting)
+		d := meta.FindStatusCondition(p.Status.Conditions, bpav1.ConditionDeleting)
 		if d == nil {
 			return condition{}
 		}
@@ -78,7 +78,7 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 		provisioned("reset", bpav1.DeletionReset)
 		eventually(t, "the provision run", func() bool { return len(workflowsOf("reset")) == 1 })
 		require.NoError(t, c.Delete(ctx, get("reset")))
-		eventually(t, "ResetRunning", func() bool { return deleting("reset").reason == controller.ReasonResetRunning })
+		eventually(t, "ResetRunning", func() bool { return deleting("reset").reason == bpav1.ReasonResetRunning })
 		wfs := workflowsOf("reset")
 		require.Len(t, wfs, 1, "the provision run stopped, exactly one reset Workflow")
 		wf := wfs[0]
@@ -91,12 +91,12 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 		p := get("reset")
 		assert.True(t, meta.IsStatusConditionTrue(p.Status.Conditions, bpav1.ConditionReconciling))
 		assert.True(t, claimed("reset"), "the claim stays while the reset runs")
-		assertEvent(ctx, t, c, ns, "reset", controller.ReasonResetRunning)
+		assertEvent(ctx, t, c, ns, "reset", bpav1.ReasonResetRunning)
 
 		// Argo's part: the reset fails, then (after `argo retry`) succeeds.
 		wf.Status.Phase, wf.Status.Message = wfv1.WorkflowFailed, "child 'reset' failed"
 		require.NoError(t, c.Update(ctx, &wf))
-		eventually(t, "ResetFailed", func() bool { return deleting("reset").reason == controller.ReasonResetFailed })
+		eventually(t, "ResetFailed", func() bool { return deleting("reset").reason == bpav1.ReasonResetFailed })
 		assert.Contains(t, deleting("reset").message, "argo retry "+wf.Name)
 		assert.True(t, meta.IsStatusConditionTrue(get("reset").Status.Conditions, bpav1.ConditionStalled))
 		assert.Len(t, workflowsOf("reset"), 1, "no second reset")
@@ -127,12 +127,12 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 		assert.False(t, claimed("no-argo-retain"))
 
 		require.NoError(t, c.Delete(ctx, get("no-argo")))
-		eventually(t, "ArgoUnavailable", func() bool { return deleting("no-argo").reason == controller.ReasonArgoUnavailable })
+		eventually(t, "ArgoUnavailable", func() bool { return deleting("no-argo").reason == bpav1.ReasonArgoUnavailable })
 		msg := deleting("no-argo").message
 		assert.Contains(t, msg, "bpa.akraino.org/skip-reset=true")
 		assert.Contains(t, msg, "m1")
 		assert.True(t, claimed("no-argo"))
-		assertEvent(ctx, t, c, ns, "no-argo", controller.ReasonArgoUnavailable)
+		assertEvent(ctx, t, c, ns, "no-argo", bpav1.ReasonArgoUnavailable)
 
 		p := get("no-argo")
 		p.Annotations = map[string]string{bpav1.SkipResetAnnotation: "true"}
@@ -146,7 +146,7 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 			Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}}}))
 		eventually(t, "Stalled ArgoUnavailable", func() bool {
 			cond := meta.FindStatusCondition(get("needs-argo").Status.Conditions, bpav1.ConditionStalled)
-			return cond != nil && cond.Reason == controller.ReasonArgoUnavailable
+			return cond != nil && cond.Reason == bpav1.ReasonArgoUnavailable
 		})
 		// Argo back: the same controller's informer lists Workflows again, and the run starts.
 		require.NoError(t, r.InstallArgoCRDs(ctx, true))

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
@@ -30,7 +30,7 @@ func TestSitePolicyOnTheAPIServer(t *testing.T) {
 	defer cancel()
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallAdmissionPolicy(ctx, r.RESTConfig))
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 
 	ca := func(host string) string { return string(nodetrusttest.NewCA(t, []string{host}).PEM) }

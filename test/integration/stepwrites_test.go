@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/rig"
 )
@@ -35,7 +35,7 @@ func stepClient(ctx context.Context, t *testing.T, r *rig.Rig, step string) clie
 	require.NoError(t, err)
 	cfg := rest.AnonymousClientConfig(r.RESTConfig)
 	cfg.BearerToken = tr.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	return c
 }
@@ -50,7 +50,7 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	admin, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -189,7 +189,7 @@ func TestPlanUpgrade(t *testing.T) {
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.Code)
 	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.kubernetes.version:")
-	assert.Contains(t, err.Error(), "(rule "+translator.ReasonSkippedMinor+")")
+	assert.Contains(t, err.Error(), "(rule "+bpav1.ReasonSkippedMinor+")")
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries)
 }
@@ -344,7 +344,7 @@ func TestPlanLive(t *testing.T) {
 	defer cancel()
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
-	c, err := client.New(r.RESTConfig, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	cr, p := byMac(t, []bpav1.HostStatus{appliedWorker1, appliedWorker2}, "")
 	applied := appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1)

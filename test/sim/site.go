@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/controller"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/test/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/kubelet"
 	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
@@ -99,7 +99,7 @@ func New(t testing.TB, opts Options) *Site {
 	must(t, bpatest.InstallCRDs(ctx, cfg), "installing BPA CRDs")
 	must(t, bpatest.InstallBareMetalHostCRD(ctx, cfg), "installing the BareMetalHost CRD")
 	must(t, bpatest.InstallAdmissionPolicy(ctx, cfg), "installing the admission policies")
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	must(t, err, "client")
 	s.Client = c
 	must(t, bpatest.InstallStepRBAC(ctx, c, s.Namespace), "installing the step accounts and roles")

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
@@ -44,7 +44,7 @@ func example(t *testing.T, name string) (*bpav1.Provisioning, []client.Object) {
 }
 
 func newClient(objs ...client.Object) client.WithWatch {
-	return fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
+	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 }
 
 func claims(t *testing.T, c client.Client) map[string]string {
@@ -134,7 +134,7 @@ func TestBareMetalHostNamespace(t *testing.T) {
 func TestClaimConflict(t *testing.T) {
 	p, bmhs := example(t, "provisioning-kud-plugins")
 	var c client.WithWatch
-	c = fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(append(bmhs, p)...).WithInterceptorFuncs(interceptor.Funcs{
+	c = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(bmhs, p)...).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			other := &metal3v1.BareMetalHost{}
 			require.NoError(t, cl.Get(ctx, client.ObjectKeyFromObject(obj), other))

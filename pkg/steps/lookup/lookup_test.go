@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
@@ -34,7 +34,7 @@ func TestLookupWritesTheControllersParameters(t *testing.T) {
 	}
 	pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
 		Namespaces: []bpav1.NamespaceGrant{{Names: []string{"ns"}, LeaseHostPaths: []string{"/var/lib/dhcp/dhcpd.leases"}}}}}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, pol, sshSecret("keys", "c1")).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p, pol, sshSecret("keys", "c1")).Build()
 	dir := t.TempDir()
 	require.NoError(t, options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c))
 
@@ -99,7 +99,7 @@ func TestLookupAppliesTheControllersChecks(t *testing.T) {
 			"cluster c1 is held by Provisioning p0"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(tc.objs...).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(tc.objs...).Build()
 			err := options{namespace: "ns", provisioning: "p1", outputDir: t.TempDir()}.run(context.Background(), c)
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -113,7 +113,7 @@ func TestLookupRefusesWhatTheRunCannotDo(t *testing.T) {
 		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"}},
 		Status: bpav1.ProvisioningStatus{Applied: &bpav1.AppliedState{KubernetesVersion: "1.31.4",
 			Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master"}, Etcd: true}}}}}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
 	err := options{namespace: "ns", provisioning: "p1", cluster: "c0", outputDir: t.TempDir()}.run(context.Background(), c)
 	require.EqualError(t, err, "Provisioning ns/p1 now belongs to cluster c1, not c0, whose lock this run holds: submit the run again")
 	err = options{namespace: "ns", provisioning: "p1", cluster: "c1", outputDir: t.TempDir()}.run(context.Background(), c)
@@ -121,7 +121,7 @@ func TestLookupRefusesWhatTheRunCannotDo(t *testing.T) {
 }
 
 func TestLookupFailsClearly(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	err := options{namespace: "ns", provisioning: "missing", outputDir: t.TempDir()}.run(context.Background(), c)
 	require.ErrorContains(t, err, "reading Provisioning ns/missing")
 	err = options{namespace: "ns", outputDir: t.TempDir()}.run(context.Background(), c)
@@ -141,7 +141,7 @@ func TestLookupWritesThePolicysCA(t *testing.T) {
 		"https://wide:8443": "BPAPolicy default spec.artifactServers[2].caBundle: certificate 1 (CN=BPA test unconstrained CA): no X.509 name constraints"} {
 		p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "ns", Labels: map[string]string{"cluster": "c1"}},
 			Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, Offline: &bpav1.OfflineConfig{URL: url}}}
-		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, pol, sshSecret("c1-ssh", "c1")).Build()
+		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p, pol, sshSecret("c1-ssh", "c1")).Build()
 		dir := t.TempDir()
 		err := options{namespace: "ns", provisioning: "p1", outputDir: dir}.run(context.Background(), c)
 		if !strings.HasPrefix(want, "-----BEGIN") {
@@ -169,7 +169,7 @@ func TestLookupWritesTheSoftwaresAptRepo(t *testing.T) {
 	for aptKey, want := range map[string]string{string(key): "", "": "spec.aptSource: BPAPolicy default gives artifact server https://artifacts:8443 no aptKey"} {
 		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: bpav1.BPAPolicySpec{
 			ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca, AptKey: aptKey}}}}
-		c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sw, pol, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
+		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p, sw, pol, sshSecret("c1-ssh", "c1")).WithStatusSubresource(p).Build()
 		dir := t.TempDir()
 		err := options{namespace: "ns", software: "s1", outputDir: dir}.run(context.Background(), c)
 		if want != "" {
@@ -202,7 +202,7 @@ func TestSoftwareLatest(t *testing.T) {
 		ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca, AptKey: string(key), Index: "site"}}}}
 	idx := &bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Status: bpav1.ArtifactIndexStatus{Revision: 2,
 		Packages: []bpav1.PackageVersion{{Name: "htop", Version: "3.2.2-3"}, {Name: "jq", Version: "1.7.1-3"}}}}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p, sw, pol, idx, sshSecret("c1-ssh", "c1")).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p, sw, pol, idx, sshSecret("c1-ssh", "c1")).Build()
 	dir := t.TempDir()
 	require.NoError(t, options{namespace: "ns", software: "s1", outputDir: dir}.run(context.Background(), c))
 	for name, want := range map[string]string{"latest": "htop=3.2.2-3", "scope": "all"} {

@@ -18,7 +18,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
@@ -49,7 +49,7 @@ func setUp(t *testing.T, objs ...client.Object) (*options, client.Client, *[]str
 	var logs []string
 	o := &options{cr: stepio.CR{Namespace: "bpa", Name: "prov"}, hostsFile: f, workflowName: "wf-1",
 		logf: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }}
-	c := crfake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	return o, c, &logs
 }
 

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
@@ -41,7 +41,7 @@ func run(t *testing.T, p *bpav1.Provisioning, objs ...client.Object) (string, st
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in", "hosts.json")
 	require.NoError(t, stepio.WriteHosts(in, hosts))
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(append(objs, p)...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, p)...).Build()
 	o := Options{
 		CR:              stepio.CR{Namespace: ns, Name: p.Name, Generation: 1},
 		HostsFile:       in,

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/leases"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
@@ -43,7 +43,7 @@ func setup(t *testing.T, mutate func(*metal3v1.BareMetalHost)) (client.Client, O
 		}
 		objs = append(objs, &bmhs[i])
 	}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	// The hosts discover-hosts chooses for the example: want, without addresses.
 	hosts := make([]bpav1.HostStatus, len(want))
 	for i, h := range want {

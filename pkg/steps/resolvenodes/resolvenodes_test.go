@@ -15,7 +15,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 func sw(master, worker []bpav1.SoftwareItem) *bpav1.Software {
@@ -60,7 +60,7 @@ func runWith(t *testing.T, change func(*options), objs ...client.Object) (nodes,
 	if !slices.ContainsFunc(objs, func(o client.Object) bool { return o.GetName() == "prov" }) {
 		objs = append(objs, publisher())
 	}
-	c := crfake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(objs...).Build()
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	if err := o.run(context.Background(), c); err != nil {
 		return "", "", err
 	}

@@ -24,6 +24,8 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 )
 
 // offlinePreflight runs before any host is changed. When the vars file is offline (it
@@ -236,7 +238,7 @@ func nodeArches(ctx context.Context, o kubespray.RunOptions, hosts []nodetrust.H
 	})
 	unreachable, failed := sshexec.Failures(hosts, errs)
 	if len(unreachable) > 0 {
-		return nil, fmt.Errorf("NodeUnreachable: cannot reach %d hosts over SSH to ask their architecture (uname -m) for the offline pre-flight: %s; no playbook was run", len(unreachable), strings.Join(unreachable, "; "))
+		return nil, fmt.Errorf(bpav1.ReasonNodeUnreachable+": cannot reach %d hosts over SSH to ask their architecture (uname -m) for the offline pre-flight: %s; no playbook was run", len(unreachable), strings.Join(unreachable, "; "))
 	}
 	if len(failed) > 0 {
 		return nil, fmt.Errorf("offline: asking the hosts that download for their architecture (uname -m) failed on %d: %s; no playbook was run", len(failed), strings.Join(failed, "; "))

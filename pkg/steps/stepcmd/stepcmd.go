@@ -15,13 +15,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
-	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 // DefaultTerminationLog is Kubernetes' default terminationMessagePath.
@@ -91,17 +88,6 @@ func writeTerminationMessage(path string, err error) {
 	_ = os.WriteFile(path, []byte(msg), 0o644)
 }
 
-// Scheme knows the kinds steps read and write: core, BPA and metal3.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, bpav1.AddToScheme, metal3v1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
-
 // Client returns a client for the cluster the step runs in (in-cluster config, or
 // KUBECONFIG outside a pod).
 func Client() (client.Client, error) {
@@ -109,5 +95,5 @@ func Client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	return client.New(cfg, client.Options{Scheme: Scheme()})
+	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )
 
 func TestHostsRoundTrip(t *testing.T) {
@@ -61,7 +61,7 @@ func TestCRFlags(t *testing.T) {
 
 func TestCRGet(t *testing.T) {
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "p", Generation: 3}}
-	c := fake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p).Build()
 	for name, tc := range map[string]struct {
 		cr   CR
 		want string

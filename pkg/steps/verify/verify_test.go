@@ -39,7 +39,7 @@ import (
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
@@ -249,7 +249,7 @@ func newEnv(t *testing.T, objects ...runtime.Object) *env {
 	}
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov", UID: "prov-uid", Labels: map[string]string{"cluster": "c1"}}}
 	p.Spec.SSH = &bpav1.SSHConfig{Port: int32(m1.Port)} // the sim hosts' port comes from the CR
-	e.c = crfake.NewClientBuilder().WithScheme(stepcmd.Scheme()).WithObjects(p).Build()
+	e.c = crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p).Build()
 
 	fs := pflag.NewFlagSet("verify", pflag.ContinueOnError)
 	e.o = &options{

@@ -60,34 +60,6 @@ const (
 	PhaseError     RunPhase = "Error"
 )
 
-// ReasonImmutableSetting is the Stalled reason of a day-2 change of a setting kubespray
-// cannot apply to a live cluster (pkg/kubespray's ImmutableSettings); the message names the
-// field.
-const ReasonImmutableSetting = "ImmutableSetting"
-
-// ReasonWorkflowTooLarge is the Stalled reason of a run whose Workflow the apiserver refused
-// for its size (its request body limit, or etcd's --max-request-bytes); the message names
-// the size and the limit. The same spec would plan the same Workflow, so it is not planned
-// again until the spec, the rerun annotation (or a Software's cluster nodes) change.
-const ReasonWorkflowTooLarge = "WorkflowTooLarge"
-
-// ReasonPackageUploaded is the Reconciling reason of a Software run started because a newer
-// version of a package it tracks (`version: latest`) was uploaded to the artifact server.
-const ReasonPackageUploaded = "PackageUploaded"
-
-// ReasonLatestUnavailable is the Stalled reason of a Software whose `version: latest` item
-// cannot be resolved: the BPAPolicy names no index for its artifact server, the server has
-// recorded none, or the repository holds no such package. The message names the item; the
-// Software runs when the index or the policy changes.
-const ReasonLatestUnavailable = "LatestUnavailable"
-
-// Condition types, kstatus-compatible.
-const (
-	ConditionReady       = "Ready"
-	ConditionReconciling = "Reconciling"
-	ConditionStalled     = "Stalled"
-)
-
 // SSHConfig says how steps reach the cluster's hosts. The Secret is mounted into the step
 // pods that need it; its content never appears in a Workflow parameter.
 type SSHConfig struct {

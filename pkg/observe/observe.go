@@ -1,4 +1,7 @@
-package controller
+// Package observe reads a Workflow into an Observation: a run's phase, progress, steps and
+// hosts in BPA's terms. The controller mirrors it into a CR's status and `bpa describe`
+// shows it, so both say the same of a run without describe importing the controller.
+package observe
 
 import (
 	"encoding/json"
@@ -17,8 +20,8 @@ import (
 // a CR shows the same steps whichever way the run was started.
 var stepAliases = map[string]string{"resolve-leases-from-file": "resolve-leases"}
 
-// stepName is the controller's name for a DAG task's display name.
-func stepName(display string) string {
+// StepName is BPA's name for a DAG task's display name.
+func StepName(display string) string {
 	if a, ok := stepAliases[display]; ok {
 		return a
 	}
@@ -41,10 +44,10 @@ type Observation struct {
 	HostSoftware []bpav1.HostSoftwareStatus
 }
 
-// Observe reads a Workflow. It decompresses status.compressedNodes with Argo's packer; when
+// Workflow observes a Workflow whose DAG runs steps. It decompresses status.compressedNodes with Argo's packer; when
 // the nodes are offloaded to Argo's database it reports the phase and says where the
 // detail is instead of failing.
-func Observe(wf *wfv1.Workflow, steps []string) Observation {
+func Workflow(wf *wfv1.Workflow, steps []string) Observation {
 	o := Observation{
 		Phase:   runPhase(wf.Status.Phase),
 		Message: wf.Status.Message,
@@ -147,7 +150,7 @@ func taskNodes(nodes wfv1.Nodes) map[string]wfv1.NodeStatus {
 		default:
 			continue
 		}
-		name := stepName(n.DisplayName)
+		name := StepName(n.DisplayName)
 		if prev, ok := out[name]; ok && !preferNode(n, prev) {
 			continue
 		}

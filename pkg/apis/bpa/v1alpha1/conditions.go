@@ -1,0 +1,164 @@
+package v1alpha1
+
+// BPA's status vocabulary: every condition type and reason a BPA object carries, and the
+// event reasons the controller records, in one place. Tools (kstatus, `kubectl wait`,
+// `bpa describe`, alerting rules) match on these strings, so their values never change.
+
+// Condition types. Ready, Reconciling and Stalled are kstatus's (Flux's) trio: Ready says
+// whether the object is what its spec asks, Reconciling that a run is under way, Stalled
+// that nothing more happens until a person acts. The others add detail to a Provisioning.
+const (
+	// ConditionReady is True when the last run succeeded (or nothing needed to run), False
+	// with the reason of whatever stands in the way.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while a run is pending or running; it carries the same
+	// reason as Ready.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when BPA will not go on by itself; its message says what to
+	// change (the spec, the rerun annotation, a Secret, the site policy) or what to retry.
+	ConditionStalled = "Stalled"
+	// ConditionEtcdQuorum says which masters run etcd and how many failures they tolerate
+	// (kubespray.EtcdMembers: always an odd number, as kubespray requires); False with
+	// ReasonEvenEtcdCount when the spec's etcd choice is not one kubespray accepts.
+	ConditionEtcdQuorum = "EtcdQuorum"
+	// ConditionDeleting (Cluster API's name) is set on a Provisioning deleted with
+	// deletionPolicy Reset while it waits for kubespray's reset.yml on its hosts; its reason
+	// is one of ReasonReset*, or ReasonArgoUnavailable, mirrored into Ready and into
+	// Reconciling (the reset runs) or Stalled (it needs a person).
+	ConditionDeleting = "Deleting"
+)
+
+// Reasons of a run's progress and outcome.
+const (
+	// ReasonSucceeded: the run's Workflow succeeded (for a Cluster: its Provisioning and
+	// Software did). Ready is True.
+	ReasonSucceeded = "Succeeded"
+	// ReasonProgressing: a run is pending or running, for no more specific reason. The
+	// controller mirrors the Workflow's steps into status as they go.
+	ReasonProgressing = "Progressing"
+	// ReasonUpToDate: the generation needs no operation (the cluster already is what the
+	// spec asks, or no host needs an uploaded version); Ready is True without a run.
+	ReasonUpToDate = "UpToDate"
+	// ReasonWaitingForLock: the Workflow waits for the cluster's Argo mutex, held by another
+	// run on the same cluster; it starts when that run ends.
+	ReasonWaitingForLock = "WaitingForClusterLock"
+	// ReasonWaitingForRun: a new generation waits for this CR's running Workflow to finish
+	// rather than running beside it; the controller starts it then.
+	ReasonWaitingForRun = "WaitingForRunningWorkflow"
+	// ReasonWaitingForProvisioning: a Software waits for its cluster's Provisioning to
+	// succeed (no nodes to install on yet); it runs when it does.
+	ReasonWaitingForProvisioning = "WaitingForProvisioning"
+	// ReasonPackageUploaded is the Reconciling reason of a Software run started because a
+	// newer version of a package it tracks (`version: latest`) was uploaded to the artifact
+	// server.
+	ReasonPackageUploaded = "PackageUploaded"
+	// ReasonRunFailed: the Workflow failed; the message names the failing step. Stalled
+	// until the spec or the rerun annotation changes, or the Workflow is retried.
+	ReasonRunFailed = "RunFailed"
+	// ReasonNodeUnreachable: run-kubespray refused to remove (or to pre-flight) a node it
+	// cannot reach over SSH and spec.nodeRemoval.allowUngraceful is not set; nothing was
+	// run. A step's error message starts with this reason and a colon, which is how the
+	// controller recognises it.
+	ReasonNodeUnreachable = "NodeUnreachable"
+	// ReasonWorkflowDeleted: the run's Workflow was deleted before it finished; the rerun
+	// annotation starts a new one.
+	ReasonWorkflowDeleted = "WorkflowDeleted"
+	// ReasonArgoUnavailable: the Workflow kind is not served (Argo Workflows is not
+	// installed), so a run or a reset cannot start or be followed. The controller looks
+	// again every ArgoPollInterval.
+	ReasonArgoUnavailable = "ArgoUnavailable"
+	// ReasonWorkflowTooLarge is the Stalled reason of a run whose Workflow the apiserver
+	// refused for its size (its request body limit, or etcd's --max-request-bytes); the
+	// message names the size and the limit. The same spec would plan the same Workflow, so
+	// it is not planned again until the spec, the rerun annotation (or a Software's cluster
+	// nodes) change.
+	ReasonWorkflowTooLarge = "WorkflowTooLarge"
+	// ReasonNotFound: a Cluster waits for the Provisioning or Software it names to exist.
+	ReasonNotFound = "NotFound"
+)
+
+// Reasons a run is refused before it starts. The CR is Stalled with the reason and a
+// message that names the field; nothing runs and the cluster stays as it is.
+const (
+	// ReasonInvalidSpec: the spec cannot be translated into a Workflow (or a Workflow of the
+	// run's name exists and is not this CR's).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonEvenEtcdCount is ConditionEtcdQuorum's False reason: the masters chosen to run
+	// etcd are an even number, which kubespray refuses.
+	ReasonEvenEtcdCount = "EvenEtcdCount"
+	// ReasonOddEtcdCount is ConditionEtcdQuorum's True reason.
+	ReasonOddEtcdCount = "OddEtcdCount"
+	// ReasonPolicyViolation: the site's BPAPolicy forbids a value of the spec (an image,
+	// a server, an apt source, an offline URL); the message names the field and the rule.
+	ReasonPolicyViolation = "PolicyViolation"
+	// ReasonSSHSecretRefused: the SSH Secret the run would mount is missing or lacks its
+	// owner's consent label (bpa.akraino.org/cluster: <cluster>). The controller looks again after a while,
+	// since the Secret may be created or labelled later.
+	ReasonSSHSecretRefused = "SSHSecretNotUsable"
+	// ReasonClusterHeldByOther: another Provisioning already builds the cluster this one
+	// names; one cluster has one Provisioning.
+	ReasonClusterHeldByOther = "ClusterHeldByAnotherProvisioning"
+	// ReasonLatestUnavailable is the Stalled reason of a Software whose `version: latest`
+	// item cannot be resolved: the BPAPolicy names no index for its artifact server, the
+	// server has recorded none, or the repository holds no such package. The message names
+	// the item; the Software runs when the index or the policy changes.
+	ReasonLatestUnavailable = "LatestUnavailable"
+)
+
+// Reasons the day-2 planner (translator.PlanChange) refuses a change kubespray cannot make
+// to a live cluster. The message says what to do instead.
+const (
+	// ReasonDowngrade: the spec asks for an older kubespray or Kubernetes than the cluster
+	// runs; neither downgrades.
+	ReasonDowngrade = "DowngradeRefused"
+	// ReasonSkippedMinor: the spec skips a minor release of kubespray or Kubernetes; both
+	// upgrade one minor at a time.
+	ReasonSkippedMinor = "SkippedMinorRefused"
+	// ReasonUpgradeWithChanges: an upgrade and a node change in one edit; kubespray upgrades
+	// an unchanged node set.
+	ReasonUpgradeWithChanges = "UpgradeWithNodeChanges"
+	// ReasonEtcdReplacement: etcd members added and removed in one edit; every inventory in
+	// between would hold an even number of them.
+	ReasonEtcdReplacement = "EtcdMembersAddedAndRemoved"
+	// ReasonFirstControlPlane: the edit would remove or displace kubespray's first
+	// control-plane node.
+	ReasonFirstControlPlane = "FirstControlPlaneNode"
+	// ReasonRoleChange: a node would change its control-plane or etcd role in place.
+	ReasonRoleChange = "NodeRoleChange"
+	// ReasonHostChange: a node would move to another host (MAC) in place.
+	ReasonHostChange = "NodeHostChange"
+	// ReasonImmutableSetting: a day-2 change of a setting kubespray cannot apply to a live
+	// cluster (pkg/kubespray's ImmutableSettings); the message names the field.
+	ReasonImmutableSetting = "ImmutableSetting"
+)
+
+// Reasons of ConditionDeleting, while a Provisioning with deletionPolicy Reset waits for
+// its reset before its hosts are released.
+const (
+	// ReasonResetRunning: the reset Workflow runs reset.yml; the hosts are released when it
+	// succeeds.
+	ReasonResetRunning = "ResetRunning"
+	// ReasonResetFailed: the reset Workflow failed; `argo retry` it, delete it to start a new
+	// one, or skip the reset (SkipResetAnnotation).
+	ReasonResetFailed = "ResetFailed"
+	// ReasonResetNotStarted: the reset Workflow cannot be built or created. A refusal of
+	// the site policy or the SSH Secret carries its own reason instead.
+	ReasonResetNotStarted = "ResetNotStarted"
+	// ReasonResetSucceeded records, before the reset Workflow is deleted with the others,
+	// that the reset is done: a reconcile after a crash must not start a second one.
+	ReasonResetSucceeded = "ResetSucceeded"
+)
+
+// Event reasons that are not condition reasons. A run's phase changes are recorded as
+// EventRunPrefix + the phase ("RunSucceeded", "RunFailed", ...); a condition's reason that
+// changes is recorded under that reason.
+const (
+	// EventRunStarted: the controller created the run's Workflow.
+	EventRunStarted = "RunStarted"
+	// EventRunResumed: a finished Workflow runs again (`argo retry`).
+	EventRunResumed = "RunResumed"
+	// EventRunPrefix precedes the phase a run reached.
+	EventRunPrefix = "Run"
+	// EventResetSkipped: the skip-reset annotation released the hosts without a reset.
+	EventResetSkipped = "ResetSkipped"
+)
