@@ -77,7 +77,7 @@ func (s *Server) serveApt(w http.ResponseWriter, r *http.Request, rest string) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); !ok {
+	if _, ok := s.opts.Auth.allow(w, r, "get"); !ok {
 		return
 	}
 	if s.apt == nil {

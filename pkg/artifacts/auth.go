@@ -25,9 +25,9 @@ import (
 // It exists only in RBAC, so an admin grants uploads like any other permission.
 const Resource = "artifacts"
 
-// VerbOverride, on artifacts named by a path's domain or an image repository, lets its holder
-// replace a published file with other bytes, delete another principal's file, re-point an
-// existing tag, and delete images. Uploaders do not hold it: what one uploader published,
+// VerbOverride is the verb that, on artifacts named by a path's domain or an image
+// repository, lets its holder replace a published file with other bytes, delete another
+// principal's file, re-point an existing tag, and delete images. Uploaders do not hold it: what one uploader published,
 // another cannot change (see config/serve/rbac.yaml, bpa-artifacts-admin).
 const VerbOverride = "override"
 
@@ -86,14 +86,14 @@ func NewAuth(cfg *rest.Config, anonymousReads bool, audience string) (*Auth, err
 
 var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
 
-// allow authenticates r and asks whether its user may verb resource (of BPA's group) in
-// namespace. On refusal it has written the response (401 or 403) and returns false.
-func (a *Auth) allow(w http.ResponseWriter, r *http.Request, verb, resource, namespace string) (user.Info, bool) {
-	if verb == "get" && resource == Resource && a.AnonymousReads && r.Header.Get("Authorization") == "" {
+// allow authenticates r and asks whether its user may verb artifacts (BPA's cluster-scoped
+// Resource) as a whole. On refusal it has written the response (401 or 403) and returns false.
+func (a *Auth) allow(w http.ResponseWriter, r *http.Request, verb string) (user.Info, bool) {
+	if verb == "get" && a.AnonymousReads && r.Header.Get("Authorization") == "" {
 		return anonymous, true
 	}
 	u, ok := a.authenticate(w, r)
-	return u, ok && a.authorize(w, r, u, verb, resource, namespace)
+	return u, ok && a.authorize(w, r, u, verb, Resource, "")
 }
 
 // authenticate reviews r's bearer token (and removes it from r, as the apiserver's
@@ -132,7 +132,7 @@ func (a *Auth) allowNamed(w http.ResponseWriter, r *http.Request, verb string, n
 	if !ok {
 		return nil, false
 	}
-	if allowed, reason := a.may(r.Context(), u, verb, "", names...); !allowed {
+	if allowed, reason := a.may(r.Context(), u, verb, names...); !allowed {
 		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s.%s named %s %s", u.GetName(), verb, Resource,
 			bpav1.GroupVersion.Group, strings.Join(quoteAll(names), " or "), reason), http.StatusForbidden)
 		return nil, false
@@ -160,14 +160,14 @@ func (a *Auth) authorize(w http.ResponseWriter, r *http.Request, u user.Info, ve
 
 // may is whether u may verb artifacts named by any of names (without names: artifacts
 // as a whole), and the authorizer's reason when not.
-func (a *Auth) may(ctx context.Context, u user.Info, verb, namespace string, names ...string) (bool, string) {
+func (a *Auth) may(ctx context.Context, u user.Info, verb string, names ...string) (bool, string) {
 	if len(names) == 0 {
-		return a.mayResource(ctx, u, verb, Resource, namespace, "")
+		return a.mayResource(ctx, u, verb, Resource, "", "")
 	}
 	var reason string
 	for _, n := range names {
 		var ok bool
-		if ok, reason = a.mayResource(ctx, u, verb, Resource, namespace, n); ok {
+		if ok, reason = a.mayResource(ctx, u, verb, Resource, "", n); ok {
 			return true, ""
 		}
 	}

@@ -42,7 +42,7 @@ func (a *Auth) mayPackages(ctx context.Context, u user.Info, verb string, ms ...
 		if name == "" {
 			continue
 		}
-		if ok, reason := a.may(ctx, u, verb, "", name); !ok {
+		if ok, reason := a.may(ctx, u, verb, name); !ok {
 			return fmt.Errorf("Forbidden: %s may not %s %s.%s named %q %s: %s is a Debian package, which joins the apt repository, "+
 				"so it needs %s both on its path's domain and on apt/<Package>", u.GetName(), verb, Resource,
 				bpav1.GroupVersion.Group, name, reason, m.Path, verb)

@@ -164,11 +164,12 @@ func (c *Client) Missing(ctx context.Context, files, images []string) ([]string,
 			return nil, err
 		}
 		resp, err := c.do(req, http.StatusOK)
-		if err == nil {
+		switch {
+		case err == nil:
 			resp.Body.Close()
-		} else if resp != nil && resp.StatusCode == http.StatusNotFound {
+		case resp != nil && resp.StatusCode == http.StatusNotFound:
 			missing = append(missing, "file  "+p)
-		} else {
+		default:
 			return nil, err
 		}
 	}

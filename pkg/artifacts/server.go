@@ -282,7 +282,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // immutable and images are never deleted, unless the caller holds VerbOverride there.
 func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); ok {
+		if _, ok := s.opts.Auth.allow(w, r, "get"); ok {
 			s.registry.ServeHTTP(w, r)
 		}
 		return
@@ -307,7 +307,7 @@ func (s *Server) serveRegistry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", names...)
+	override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, names...)
 	switch {
 	case verb == "delete" && !override:
 		http.Error(w, fmt.Sprintf("Forbidden: images in %s are immutable: deleting needs %s on %s named %s",
@@ -400,7 +400,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 			http.Error(w, fmt.Sprintf("Forbidden: upload %s was started by someone else than %s", rest, u.GetName()), http.StatusForbidden)
 			return
 		}
-		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); override {
+		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, topSegment(p)); override {
 			r.Header.Set(overrideHeader, "1")
 		}
 		r.Header.Set(userHeader, u.GetName())
@@ -416,7 +416,7 @@ func (s *Server) serveFiles(w http.ResponseWriter, r *http.Request, rest string)
 			s.tus.PatchFile(w, r)
 		}
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		if _, ok := s.opts.Auth.allow(w, r, "get", Resource, ""); ok {
+		if _, ok := s.opts.Auth.allow(w, r, "get"); ok {
 			s.serveStored(w, r, rest)
 		}
 	default:
@@ -624,7 +624,7 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 	if verb == "delete" {
 		u, ok = s.opts.Auth.allowNamed(w, r, verb, topSegment(rest))
 	} else {
-		u, ok = s.opts.Auth.allow(w, r, verb, Resource, "")
+		u, ok = s.opts.Auth.allow(w, r, verb)
 	}
 	if !ok {
 		return
@@ -663,7 +663,7 @@ func (s *Server) serveMeta(w http.ResponseWriter, r *http.Request, rest string) 
 		return
 	}
 	if m.UploadedBy != u.GetName() {
-		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, "", topSegment(p)); !override {
+		if override, _ := s.opts.Auth.may(r.Context(), u, VerbOverride, topSegment(p)); !override {
 			http.Error(w, fmt.Sprintf("Forbidden: %s was uploaded by %s; deleting another's file needs %s on %s named %q",
 				p, m.UploadedBy, VerbOverride, Resource, topSegment(p)), http.StatusForbidden)
 			return

@@ -77,12 +77,11 @@ func newEnv(t *testing.T) *env {
 
 // server is a `bpa serve` on a loopback port, counting the upload bytes it receives.
 type server struct {
-	URL, dir  string
-	srv       *artifacts.Server
-	received  atomic.Int64
-	http      *http.Server
-	listener  net.Listener
-	anonReads bool
+	URL, dir string
+	srv      *artifacts.Server
+	received atomic.Int64
+	http     *http.Server
+	listener net.Listener
 }
 
 func (e *env) serve(t *testing.T, dir, addr string, anonReads bool) *server {
@@ -492,9 +491,9 @@ func TestArtifactServer(t *testing.T) {
 		want, _ := img.Digest()
 		byDigest, err := name.NewDigest(dst.Context().String()+"@"+want.String(), name.Insecure)
 		require.NoError(t, err)
-		got, err := remote.Image(byDigest, remote.WithTransport(&bearer{token: e.stranger}))
+		_, err = remote.Image(byDigest, remote.WithTransport(&bearer{token: e.stranger}))
 		require.Error(t, err, "pulls need get on artifacts")
-		got, err = remote.Image(byDigest, remote.WithTransport(&bearer{token: e.uploader}))
+		got, err := remote.Image(byDigest, remote.WithTransport(&bearer{token: e.uploader}))
 		require.NoError(t, err)
 		gotDigest, err := got.Digest()
 		require.NoError(t, err)

@@ -66,9 +66,12 @@ func TestArtifactsCommands(t *testing.T) {
 		root.SetErr(&bytes.Buffer{})
 		served <- root.ExecuteContext(serveCtx)
 	}()
-	t.Cleanup(func() { stopServe(); <-served })
+	t.Cleanup(func() { stopServe(); assert.NoError(t, <-served, "bpa serve ends cleanly when stopped") })
 	server := "https://" + addr
-	require.Eventually(t, func() bool { c, err := net.Dial("tcp", addr); return err == nil && c.Close() == nil }, 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		return err == nil && c.Close() == nil
+	}, 30*time.Second, 50*time.Millisecond)
 
 	artifacts := func(ctx context.Context, args ...string) (string, string, error) {
 		root := NewRootCommand()

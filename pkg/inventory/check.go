@@ -236,7 +236,7 @@ func Groups(ini []byte) kubespray.Inventory {
 			if to, legacy := kubespray.LegacyGroups[g]; legacy {
 				name = to
 			}
-			hosts := append(inv[name], resolve(g, 0)...)
+			hosts := slices.Concat(inv[name], resolve(g, 0))
 			sort.Strings(hosts)
 			inv[name] = slices.Compact(hosts)
 		}

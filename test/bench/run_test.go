@@ -51,7 +51,7 @@ func BenchmarkSixStepRun(b *testing.B) {
 	for i := range runs {
 		dags = append(dags, noopDAG(ctx, b, s, i))
 
-		p, cluster := siteCluster(ctx, b, s, i)
+		p, cluster := siteCluster(ctx, s, i)
 		before := playbookTime(b, s)
 		var seen runTimes
 		var wfDone time.Duration
@@ -134,7 +134,7 @@ func noopDAG(ctx context.Context, b *testing.B, s *sim.Site, i int) time.Duratio
 
 // siteCluster makes the i-th cluster: one master on a BareMetalHost of its own, whose
 // machine (a real sshd) the site starts, its SSH Secret, and the Provisioning (not created).
-func siteCluster(ctx context.Context, b *testing.B, s *sim.Site, i int) (*bpav1.Provisioning, string) {
+func siteCluster(ctx context.Context, s *sim.Site, i int) (*bpav1.Provisioning, string) {
 	cluster := fmt.Sprintf("bench-%d", i)
 	mac, ip := fmt.Sprintf("52:54:00:00:f0:%02x", i), "127.0.1."+strconv.Itoa(200+i)
 	s.AddHosts(ctx, []metal3v1.BareMetalHost{{

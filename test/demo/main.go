@@ -170,7 +170,6 @@ type runT struct {
 	mu       sync.Mutex
 	cleanups []func()
 	failed   bool
-	tmp      int
 	exiting  bool
 }
 

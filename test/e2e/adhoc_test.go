@@ -47,7 +47,7 @@ func (e *env) adHocDay2(t *testing.T, p *bpav1.Provisioning) {
 	require.NoError(t, err, out)
 	name := strings.TrimSpace(out)
 	var ran *wfv1.Workflow
-	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "the ad-hoc day-2 run to finish", func(wf *wfv1.Workflow) bool {
+	e.waitWorkflow(t, p.Name, "the ad-hoc day-2 run to finish", func(wf *wfv1.Workflow) bool {
 		ran = wf.DeepCopy()
 		return wf.Name == name && wf.Status.Fulfilled()
 	})

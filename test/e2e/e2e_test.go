@@ -408,7 +408,7 @@ func (e *env) scenarioLateLease(t *testing.T) {
 
 	e.create(t, p)
 	// Wait until resolve-leases has failed at least once for want of the lease.
-	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "resolve-leases to fail once", func(wf *wfv1.Workflow) bool {
+	e.waitWorkflow(t, p.Name, "resolve-leases to fail once", func(wf *wfv1.Workflow) bool {
 		for _, n := range wf.Status.Nodes {
 			if strings.HasPrefix(n.DisplayName, "resolve-leases(") && n.Phase == wfv1.NodeFailed {
 				return true
@@ -472,7 +472,7 @@ func (e *env) scenarioSubmitFrom(t *testing.T) {
 func (e *env) scenarioControllerRestart(t *testing.T) {
 	p := e.newCluster(t, "restart", 140, 1, 2)
 	e.create(t, p)
-	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "the run to start", func(wf *wfv1.Workflow) bool {
+	e.waitWorkflow(t, p.Name, "the run to start", func(wf *wfv1.Workflow) bool {
 		return wf.Status.Phase == wfv1.WorkflowRunning
 	})
 	e.StopController(true)
@@ -495,7 +495,7 @@ func (e *env) scenarioDeleteMidRun(t *testing.T) {
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), got))
 	got.Annotations = map[string]string{bpav1.RerunAnnotation: "1"}
 	require.NoError(t, e.Client.Update(e.ctx, got))
-	e.waitWorkflow(t, bpav1.ProvisioningNameLabel, p.Name, "the rerun to start", func(wf *wfv1.Workflow) bool {
+	e.waitWorkflow(t, p.Name, "the rerun to start", func(wf *wfv1.Workflow) bool {
 		return wf.Annotations[bpav1.RerunAnnotation] == "1" && wf.Status.Phase == wfv1.WorkflowRunning
 	})
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), got))
@@ -754,6 +754,7 @@ func (e *env) create(t *testing.T, p *bpav1.Provisioning) {
 // newCluster makes BareMetalHosts, machines and a Provisioning (not yet applied) for a
 // cluster of its own: masters m1.., workers w1.., at 127.0.1.<base>...
 func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) *bpav1.Provisioning {
+	t.Helper()
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"cluster": name}}}
 	var hosts []metal3v1.BareMetalHost
 	add := func(role string, i int) bpav1.NodeEntry {
@@ -830,11 +831,12 @@ func (e *env) workflowsOf(t *testing.T, label, name string) []wfv1.Workflow {
 	return list.Items
 }
 
-func (e *env) waitWorkflow(t *testing.T, label, name, what string, cond func(*wfv1.Workflow) bool) {
+// waitWorkflow waits until a Workflow of the Provisioning name meets cond.
+func (e *env) waitWorkflow(t *testing.T, name, what string, cond func(*wfv1.Workflow) bool) {
 	t.Helper()
 	deadline := time.Now().Add(runTimeout)
 	for time.Now().Before(deadline) {
-		for _, wf := range e.workflowsOf(t, label, name) {
+		for _, wf := range e.workflowsOf(t, bpav1.ProvisioningNameLabel, name) {
 			if cond(&wf) {
 				return
 			}

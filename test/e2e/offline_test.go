@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,7 +53,7 @@ func (e *env) scenarioOffline(t *testing.T) {
 	pol := &bpav1.BPAPolicy{}
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
 	before := pol.Spec.ArtifactServers
-	pol.Spec.ArtifactServers = append(before, bpav1.ArtifactServer{URL: url, CABundle: otherCA(t)})
+	pol.Spec.ArtifactServers = slices.Concat(before, []bpav1.ArtifactServer{{URL: url, CABundle: otherCA(t)}})
 	require.NoError(t, e.Client.Update(e.ctx, pol))
 	t.Cleanup(func() {
 		if e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol) == nil {

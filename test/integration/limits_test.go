@@ -32,7 +32,7 @@ func admissionRig(t *testing.T) (context.Context, func(u *unstructured.Unstructu
 	dyn, err := dynamic.NewForConfig(r.RESTConfig)
 	require.NoError(t, err)
 	create := func(u *unstructured.Unstructured) error {
-		var res dynamic.ResourceInterface = dyn.Resource(gvr(u.GetKind())).Namespace(r.Namespace)
+		res := dyn.Resource(gvr(u.GetKind())).Namespace(r.Namespace)
 		if u.GetKind() == "BPAPolicy" { // cluster-scoped
 			res = dyn.Resource(gvr(u.GetKind()))
 		}

@@ -65,7 +65,7 @@ func TestWorkflowTooLarge(t *testing.T) {
 		})
 	}
 	stop, stopped := startControllerOn(ctx, t, cfg, ns, controller.Options{})
-	t.Cleanup(func() { stop(); <-stopped })
+	t.Cleanup(func() { stop(); assert.NoError(t, <-stopped, "the controller ends cleanly when stopped") })
 
 	stalled := func() *metav1.Condition {
 		return meta.FindStatusCondition(getProvisioning(ctx, t, c, ns, "big").Status.Conditions, bpav1.ConditionStalled)

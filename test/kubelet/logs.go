@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +45,7 @@ func (l *podLogs) Writer(container, stream string) io.Writer {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		key := container + "/" + stream
-		buf := append(l.partial[key], p...)
+		buf := slices.Concat(l.partial[key], p)
 		for {
 			i := bytes.IndexByte(buf, '\n')
 			if i < 0 {

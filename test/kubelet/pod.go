@@ -64,11 +64,12 @@ func (k *Kubelet) runPod(ctx context.Context, pod *corev1.Pod) error {
 		out = k.execute(ctx, pod, dir, id, logs)
 	}
 	// What the init and wait containers would have said (the stand-in does their work).
-	if out.initCode != 0 {
+	switch {
+	case out.initCode != 0:
 		logs.Printf(containerInit, "%s", out.initMsg)
-	} else if out.waitCode != 0 {
+	case out.waitCode != 0:
 		logs.Printf(containerWait, "%s", out.waitMsg)
-	} else if out.outputs != nil {
+	case out.outputs != nil:
 		logs.Printf(containerWait, "outputs reported: %d parameter(s) (SIMULATED wait container)", len(out.outputs.Parameters))
 	}
 	for _, c := range []string{containerInit, containerMain, containerWait} {

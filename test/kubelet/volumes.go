@@ -261,7 +261,7 @@ func (k *Kubelet) configMapPayload(ctx context.Context, ns, name string, items [
 // downwardAPIPayload is downwardapi.CollectData for the fields the stand-in
 // knows (fieldRef); resourceFieldRef files are left out (no resources are
 // simulated).
-func (k *Kubelet) downwardAPIPayload(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, defaultMode *int32) (map[string]fileProjection, error) {
+func (k *Kubelet) downwardAPIPayload(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, defaultMode *int32) (map[string]fileProjection, error) { //nolint:unparam // the shape of the other payload functions, which can fail
 	def := modeOr(defaultMode, defaultVolumeMode)
 	payload := map[string]fileProjection{}
 	for _, it := range items {

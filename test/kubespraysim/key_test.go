@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,7 +114,7 @@ func TestSSHKeyAsTheTemplateMountsIt(t *testing.T) {
 	tree, err := Tree()
 	require.NoError(t, err)
 	cmd := exec.CommandContext(context.Background(), "ansible-playbook", inv.Args[1:]...)
-	cmd.Dir, cmd.Env = tree, append(inv.Env, env...)
+	cmd.Dir, cmd.Env = tree, slices.Concat(inv.Env, env)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the key mounted with mode %#o (fsGroup %v) must be one OpenSSH uses:\n%s", mode, fsGroup, out)
 	require.Contains(t, string(out), "ok=2", "facts gathered over SSH on each host")

@@ -323,7 +323,7 @@ func TestPlanAppliedErrors(t *testing.T) {
 	cr, _ := byMac(t, []bpav1.HostStatus{appliedWorker1}, "")
 	for doc, want := range map[string]string{
 		`{"hosts":[{"name":"master","role":["master"]}]}`: `read as a Provisioning's status.applied: json: unknown field "role"`,
-		`{"status":{"aplied":{}}}`:                        `read as a Provisioning status: json: unknown field "aplied"`,
+		`{"status":{"aplied":{}}}`:                        `read as a Provisioning status: json: unknown field "aplied"`, //nolint:misspell // the misspelt field is the input under test
 		`{"applied":{"hosts":[]}}`:                        "no applied hosts (status.applied.hosts)",
 		`[1]`:                                             "want a YAML or JSON object",
 	} {

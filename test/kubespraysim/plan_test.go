@@ -72,6 +72,7 @@ func planArgv(t *testing.T, op string) []string {
 }
 
 func plan(t *testing.T, args ...string) (string, error) {
+	t.Helper()
 	root := cli.NewRootCommand()
 	var out, errOut strings.Builder
 	root.SetOut(&out)

@@ -18,14 +18,13 @@ import (
 // script uses plus stubs, and an empty sbin. Its apt-get records each call and "installs"
 // the programs of the packages it is asked for, as the real packages would.
 type machine struct {
-	t         *testing.T
-	path      string // the only PATH folder
-	sbin      string
-	calls     string // apt-get's record
-	log       string
-	uid       string
-	sudo      bool // a sudo that works without a password
-	installed []string
+	t     *testing.T
+	path  string // the only PATH folder
+	sbin  string
+	calls string // apt-get's record
+	log   string
+	uid   string
+	sudo  bool // a sudo that works without a password
 }
 
 func newMachine(t *testing.T) *machine {

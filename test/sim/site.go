@@ -372,7 +372,8 @@ func (s *Site) CreateSSHSecret(ctx context.Context, cluster string) {
 		Type:       corev1.SecretTypeSSHAuth,
 		Data:       map[string][]byte{corev1.SSHAuthPrivateKey: key, "known_hosts": known},
 	}
-	if err := s.Client.Create(ctx, sec); apierrors.IsAlreadyExists(err) {
+	err = s.Client.Create(ctx, sec)
+	if apierrors.IsAlreadyExists(err) {
 		err = s.Client.Update(ctx, sec)
 	}
 	must(s.T, err, "creating the SSH Secret")

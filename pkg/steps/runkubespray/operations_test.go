@@ -127,7 +127,7 @@ func TestRunOperationsInOrder(t *testing.T) {
 	}
 
 	// Alone, scale.yml finds no facts: the cache is the container's, not carried over.
-	o, runs = opsFixture(t, []kubespray.Operation{scale}, "none")
+	o, _ = opsFixture(t, []kubespray.Operation{scale}, "none")
 	err := Run(context.Background(), o)
 	assert.ErrorContains(t, err, "operation 1/1 (scale.yml: add worker w3): ansible-playbook scale.yml failed (exit status 3): fatal: [m1]: FAILED! no facts cache")
 }
