@@ -42,7 +42,7 @@ func CheckScope(certs []*x509.Certificate, server string) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w; every certificate of the bundle goes into each node's OS trust store, where every program trusts it for every name it vouches for, so each must be a CA with X.509 name constraints that permit only the artifact server's names (e.g. permitted DNS:%s and excluded IP:0.0.0.0/0 and ::/0; see the README's Security model)",
+		return fmt.Errorf("%w; every certificate of the bundle goes into each node's OS trust store, where every program trusts it for every name it vouches for, so each must be a CA with X.509 name constraints that permit only the artifact server's names (e.g. permitted DNS:%s and excluded IP:0.0.0.0/0 and ::/0; see docs/security.md)",
 			errors.Join(errs...), host)
 	}
 	return nil

@@ -207,7 +207,7 @@ kubernetes: {version: 1.31.4}
 // An ad-hoc run of a day-2 change runs the DAG the controller's Workflow runs: the same
 // tasks in the same order, each calling the same template with the same values. Compared
 // for changes that reach every kind of task and slot, and written out for the change of
-// the README's example (a removal and a scale-up) in a golden file.
+// the example of docs/day2.md (a removal and a scale-up) in a golden file.
 func TestAdHocRunIsTheControllersDAG(t *testing.T) {
 	for name, spec := range map[string]string{
 		"removal-and-scale-up": `

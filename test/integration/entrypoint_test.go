@@ -84,7 +84,7 @@ func TestOnlyMainIsSubmittable(t *testing.T) {
 		assert.Contains(t, err.Error(), "spec: Forbidden: a Workflow from WorkflowTemplate bpa-provision sets only workflowTemplateRef, arguments and entrypoint main, not "+field)
 	}
 
-	require.NoError(t, submit("bpa-provision", "", map[string]string{"provisioning": "p1"}, nil), "argo submit --from, as the README says")
+	require.NoError(t, submit("bpa-provision", "", map[string]string{"provisioning": "p1"}, nil), "argo submit --from, as docs/day2.md says")
 	require.NoError(t, submit("bpa-provision", "main", map[string]string{"provisioning": "p1"}, nil))
 	require.NoError(t, submit("bpa-software", "main", map[string]string{"software": "s1"}, nil))
 	require.NoError(t, submit("someone-elses", "anything", nil, map[string]any{"podSpecPatch": "{}"}), "not BPA's template: not BPA's rule")

@@ -88,7 +88,7 @@ func provisioning(masters, workers int, extraVars map[string]any) *unstructured.
 	}}
 }
 
-// TestWorkerLimitIsTrue: the README's bound (15 masters, 300 workers) holds in the worst
+// TestWorkerLimitIsTrue: the bound docs/api.md states (15 masters, 300 workers) holds in the worst
 // case, every node MAC-pinned, on the real apiserver and in lint; one more worker is refused
 // by the schema's own limit, naming it. (Before, the pairwise MAC rules ran out of the
 // apiserver's per-rule CEL cost from about 165 MAC-pinned workers.)

@@ -68,7 +68,7 @@ type ArtifactServer struct {
 	// CEL cost grows with the length, and 64 KiB did not fit the apiserver's budget).
 	// +kubebuilder:validation:MaxLength=16384
 	// +kubebuilder:validation:Pattern=`^(\s*-----BEGIN CERTIFICATE-----[\sA-Za-z0-9+/=]+-----END CERTIFICATE-----)+\s*$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([^-]*-----BEGIN CERTIFICATE-----[^-]*(B[^!-~]*g[^!-~]*N[^!-~]*V[^!-~]*H[^!-~]*R[^!-~]*[4-7]|Y[^!-~]*D[^!-~]*V[^!-~]*R[^!-~]*0[^!-~]*e|G[^!-~]*A[^!-~]*1[^!-~]*U[^!-~]*d[^!-~]*H[^!-~]*[g-v])[^-]*-----END CERTIFICATE-----)+[^-]*$')",message="every certificate must carry X.509 name constraints that keep it to the artifact server: each goes into every node's OS trust store, where every program trusts it for every name it vouches for (see the README's Security model; bpa lint --policy checks the names)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([^-]*-----BEGIN CERTIFICATE-----[^-]*(B[^!-~]*g[^!-~]*N[^!-~]*V[^!-~]*H[^!-~]*R[^!-~]*[4-7]|Y[^!-~]*D[^!-~]*V[^!-~]*R[^!-~]*0[^!-~]*e|G[^!-~]*A[^!-~]*1[^!-~]*U[^!-~]*d[^!-~]*H[^!-~]*[g-v])[^-]*-----END CERTIFICATE-----)+[^-]*$')",message="every certificate must carry X.509 name constraints that keep it to the artifact server: each goes into every node's OS trust store, where every program trusts it for every name it vouches for (see docs/security.md; bpa lint --policy checks the names)"
 	CABundle string `json:"caBundle"`
 
 	// AptKey is the ASCII-armored OpenPGP public key that signs the server's apt repository
