@@ -32,6 +32,7 @@ func adHocCluster(t *testing.T) *bpav1.Provisioning {
 // plannedAdHocRun is `argo submit --from workflowtemplate/bpa-provision` of p, its plan task done
 // with outputs.
 func plannedAdHocRun(t *testing.T, outputs map[string]string) *wfv1.Workflow {
+	t.Helper()
 	plan := observetest.Node("pl", translator.AdHocPlanTask, wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1)
 	plan.Outputs = &wfv1.Outputs{}
 	for _, k := range []string{translator.AdHocPlanOutput, "generation"} {

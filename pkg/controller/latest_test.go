@@ -43,7 +43,10 @@ type latestSite struct {
 	rec *record.FakeRecorder
 }
 
-func newLatestSite(t *testing.T, policyIndex string, htop string) *latestSite {
+// firstHtop is the htop version the index holds when the site starts.
+const firstHtop = "3.2.2-2"
+
+func newLatestSite(t *testing.T, policyIndex string) *latestSite {
 	ca := string(nodetrusttest.NewCA(t, []string{"artifacts.site"}).PEM) // the policy gives nodes only a name-constrained CA
 	_, public := artifactstest.AptKey(t)
 	key, err := os.ReadFile(public)
@@ -62,7 +65,7 @@ func newLatestSite(t *testing.T, policyIndex string, htop string) *latestSite {
 			WorkerSoftware: []bpav1.SoftwareItem{{Name: "htop", Version: "latest"}}}}
 	objs := []client.Object{prov, cm, pol, sw, sshSecret("c1-ssh", "c1"),
 		&bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Status: bpav1.ArtifactIndexStatus{Revision: 1,
-			Packages: []bpav1.PackageVersion{{Name: "htop", Version: htop}, {Name: "jq", Version: "1.6-2.1"}}}},
+			Packages: []bpav1.PackageVersion{{Name: "htop", Version: firstHtop}, {Name: "jq", Version: "1.6-2.1"}}}},
 		// What a rogue writer put in an index the policy does not name for this server.
 		&bpav1.ArtifactIndex{ObjectMeta: metav1.ObjectMeta{Name: "rogue"}, Status: bpav1.ArtifactIndexStatus{Revision: 9,
 			Packages: []bpav1.PackageVersion{{Name: "htop", Version: "99.0"}}}},
@@ -152,7 +155,7 @@ func parameters(wf wfv1.Workflow) map[string]string {
 // after a restart, starts nothing; and a newest version older than the hosts' (a file
 // deleted) starts nothing either: latest never downgrades.
 func TestSoftwareFollowsUploads(t *testing.T) {
-	s := newLatestSite(t, "site", "3.2.2-2")
+	s := newLatestSite(t, "site")
 	sw := s.reconcile()
 	wfs := s.workflows()
 	require.Len(t, wfs, 1)
@@ -231,7 +234,7 @@ func TestSoftwareFollowsUploads(t *testing.T) {
 
 // An upload no host needs (each has that version or newer) starts no run, and says so.
 func TestUploadNoHostNeeds(t *testing.T) {
-	s := newLatestSite(t, "site", "3.2.2-2")
+	s := newLatestSite(t, "site")
 	s.reconcile()
 	s.finish(s.workflows()[0].Name, map[string]string{"m1": "3.2.2-7", "w1": "3.2.2-7", "w2": "3.2.2-7"})
 	s.reconcile()
@@ -244,7 +247,7 @@ func TestUploadNoHostNeeds(t *testing.T) {
 // Without an index named for the cluster's server, latest cannot be followed: the Software
 // is Stalled naming the item, and nothing runs, whatever another index holds.
 func TestLatestNeedsTheIndexThePolicyNames(t *testing.T) {
-	s := newLatestSite(t, "", "3.2.2-2")
+	s := newLatestSite(t, "")
 	sw := s.reconcile()
 	assert.Empty(t, s.workflows())
 	stalled := meta.FindStatusCondition(sw.Status.Conditions, bpav1.ConditionStalled)
@@ -253,7 +256,7 @@ func TestLatestNeedsTheIndexThePolicyNames(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("spec.masterSoftware[0].htop.version: BPAPolicy default names no index for artifact server %s (spec.artifactServers[].index): without one BPA cannot know which versions it holds; ask the site admin", siteURL), stalled.Message)
 
 	// A tracked package the repository does not hold yet: Stalled until it is uploaded.
-	s = newLatestSite(t, "site", "3.2.2-2")
+	s = newLatestSite(t, "site")
 	s.upload(bpav1.PackageVersion{Name: "jq", Version: "1.6-2.1"})
 	sw = s.reconcile()
 	assert.Empty(t, s.workflows())

@@ -26,7 +26,7 @@ func WithOutput(n wfv1.NodeStatus, name, value string) wfv1.NodeStatus {
 	return n
 }
 
-// FailedProvisioning: discover and resolve succeeded (resolve after a retry), kubespray
+// FailedProvisioning is a run where discover and resolve succeeded (resolve after a retry), kubespray
 // failed, the rest never ran.
 func FailedProvisioning() *wfv1.Workflow {
 	hosts := `[{"name":"master-1","roles":["master","worker"],"mac":"00:c6:14:04:61:b2","ip":"127.0.1.1","bareMetalHost":"bmh-1"}]`
@@ -50,7 +50,7 @@ func FailedProvisioning() *wfv1.Workflow {
 	return wf
 }
 
-// FailedLeases: resolve-leases ran out of retries.
+// FailedLeases is a run whose resolve-leases ran out of retries.
 func FailedLeases() *wfv1.Workflow {
 	wf := FailedProvisioning()
 	r := Node("r", "resolve-leases", wfv1.NodeTypeRetry, wfv1.NodeFailed, 1, "r0", "r1")
@@ -75,7 +75,7 @@ func AdHocRun() *wfv1.Workflow {
 	}}}
 }
 
-// FailedSoftware: one host installed, one was unreachable.
+// FailedSoftware is a Software run where one host installed, one was unreachable.
 func FailedSoftware() *wfv1.Workflow {
 	group := Node("g", "install-software", wfv1.NodeTypeTaskGroup, wfv1.NodeFailed, 1, "h0", "h1")
 	ok := WithOutput(Node("h0", "install-software(0:m1)", wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 1),

@@ -133,8 +133,7 @@ func TestBareMetalHostNamespace(t *testing.T) {
 // patch carries the listed resourceVersion, so it fails instead of stealing the host.
 func TestClaimConflict(t *testing.T) {
 	p, bmhs := example(t, "provisioning-kud-plugins")
-	var c client.WithWatch
-	c = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(bmhs, p)...).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(bmhs, p)...).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			other := &metal3v1.BareMetalHost{}
 			require.NoError(t, cl.Get(ctx, client.ObjectKeyFromObject(obj), other))

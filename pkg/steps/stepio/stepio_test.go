@@ -30,7 +30,7 @@ func TestHostsRoundTrip(t *testing.T) {
 func TestReadHostsErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ content, want string }{
-		"unknown field": {`[{"name": "m", "adress": "x"}]`, `json: unknown field "adress"`},
+		"unknown field": {`[{"name": "m", "adress": "x"}]`, `json: unknown field "adress"`}, //nolint:misspell // the misspelt field is the input under test
 		"empty":         {`[]`, "the list is empty"},
 		"not JSON":      {`name: m`, "reading hosts from"},
 	} {

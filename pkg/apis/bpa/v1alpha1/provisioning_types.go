@@ -6,9 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// NodeName is an RFC 1123 label: it becomes both a Kubernetes node name and an Ansible host.
-const nodeNamePattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-
 // NodeEntry is one `- <node-name>: {...}` item of masters or workers: a map with exactly one
 // key, the node name. A null value (`- master-1:`) means "no requirements"; under workers it
 // is how ICN says that a master is also a worker.
