@@ -85,4 +85,4 @@ help: ## Show this help
 .PHONY: metal3-crd
 metal3-crd: ## Regenerate the BareMetalHost CRD the tests install, from the pinned metal3 API module
 	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1 output:crd:artifacts:config=$(CURDIR)/bin/metal3-crds
-	cp bin/metal3-crds/metal3.io_baremetalhosts.yaml test/bpatest/crds/
+	cp bin/metal3-crds/metal3.io_baremetalhosts.yaml test/framework/bpatest/crds/

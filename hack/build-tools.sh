@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real components the test rig (test/rig) runs: etcd, kube-apiserver,
+# Builds the real components the test rig (test/framework/rig) runs: etcd, kube-apiserver,
 # Argo's workflow-controller and argo CLI (with Argo's web UI built from its sources),
 # plus Argo's CRDs, into bin/.
 #

@@ -41,8 +41,8 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // env is one real apiserver with two ServiceAccounts: uploader has config/serve's

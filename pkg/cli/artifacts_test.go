@@ -25,7 +25,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // TestArtifactsCommands runs `bpa serve` over HTTPS and `bpa artifacts` against it, as a

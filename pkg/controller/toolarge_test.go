@@ -20,7 +20,7 @@ import (
 )
 
 // The refusals a Workflow too large to store meets, as client-go returns them (both seen on
-// test/rig's real kube-apiserver and etcd, see test/integration's TestWorkflowTooLarge).
+// test/framework/rig's real kube-apiserver and etcd, see test/integration's TestWorkflowTooLarge).
 var (
 	bodyTooLarge = apierrors.NewRequestEntityTooLargeError("limit is 3145728")
 	etcdRefusal  = &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 func serverCA(t *testing.T) (*httptest.Server, []byte) {

@@ -25,7 +25,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/pkg/policy"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // The artifact server's name in these tests, and names the same CA signs certificates for

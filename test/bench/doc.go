@@ -1,5 +1,5 @@
 // Package bench holds the controller benchmarks of `make bench` (issue 4, section 6): BPA's
-// controller against a real kube-apiserver and etcd (test/rig), without Argo's
+// controller against a real kube-apiserver and etcd (test/framework/rig), without Argo's
 // workflow-controller, so that only BPA's own work is measured.
 //
 //	go test -run '^$' -bench . -benchtime 1x ./test/bench/

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/test/sim"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
-// BenchmarkSixStepRun compares, on one simulated site (test/sim: a real workflow-controller
+// BenchmarkSixStepRun compares, on one simulated site (test/framework/sim: a real workflow-controller
 // and BPA controller, step pods run by the stand-in kubelet as local processes), a
 // Provisioning's six-step run with a plain Argo DAG of six no-op container steps (`bpa
 // version`) through the same kubelet, three of each, alternating. Issue 14's target: the

@@ -26,8 +26,8 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // BenchmarkHostSteps1000 runs discover-hosts, resolve-leases and render-inventory for a

@@ -25,7 +25,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 

@@ -28,8 +28,8 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
-	"github.com/akraino-edge-stack/bpa/test/rig"
-	"github.com/akraino-edge-stack/bpa/test/sim"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 const (

@@ -34,8 +34,8 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
-	"github.com/akraino-edge-stack/bpa/test/sim"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 const runTimeout = 4 * time.Minute

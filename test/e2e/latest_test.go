@@ -27,7 +27,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // TestLatest (issue 32): a new package version uploaded reaches the hosts that need it, with

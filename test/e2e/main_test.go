@@ -1,5 +1,5 @@
 // Package e2e runs BPA end to end on real etcd, kube-apiserver, Argo workflow-controller,
-// argo CLI and sshd. Only pod execution and what kubespray's roles do to a machine are simulated (test/sim).
+// argo CLI and sshd. Only pod execution and what kubespray's roles do to a machine are simulated (test/framework/sim).
 package e2e
 
 import (

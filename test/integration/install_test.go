@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 )

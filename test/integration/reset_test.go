@@ -21,7 +21,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // TestDeletionPolicyOnRig runs the controller against a real kube-apiserver with BPA's,

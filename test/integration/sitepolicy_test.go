@@ -17,8 +17,8 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // TestSitePolicyOnTheAPIServer: what the admin's BPAPolicy grants a namespace is admitted

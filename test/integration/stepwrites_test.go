@@ -19,8 +19,8 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // stepClient is a client that authenticates with a real token of the step's own

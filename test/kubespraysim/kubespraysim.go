@@ -1,7 +1,7 @@
 // Package kubespraysim is the SIMULATED kubespray of the test rig and `make demo`: a tree of
 // real Ansible playbooks in kubespray's layout (kubespray/, whose README says what is
 // simulated and why), run by Debian's real ansible-playbook over real OpenSSH to the
-// simulated hosts (test/simhost), with exactly the argv run-kubespray builds. Only what
+// simulated hosts (test/framework/simhost), with exactly the argv run-kubespray builds. Only what
 // kubespray's roles do to a machine is simulated: the checks are Ansible asserts that
 // re-express kubespray's tasks, and the effects on the application cluster are done by
 // tasks that run a small agent (agent/) on the first control-plane host.

@@ -19,8 +19,8 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // The hosts of examples/provisioning-by-mac.yaml as a run applied them (examples/bmh).

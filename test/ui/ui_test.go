@@ -25,8 +25,8 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
-	"github.com/akraino-edge-stack/bpa/test/rig"
-	"github.com/akraino-edge-stack/bpa/test/sim"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // requireUI fails (never skips) when what the test needs was not built: on such a machine

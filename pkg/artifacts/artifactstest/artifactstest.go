@@ -34,7 +34,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // InstallRoles creates the ClusterRoles of config/serve/rbac.yaml, as a deployment has them.

@@ -17,7 +17,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/software"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // cluster is three simulated hosts with an empty package state and a repository offering

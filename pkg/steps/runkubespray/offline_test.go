@@ -20,7 +20,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // offlineHosts is a run-kubespray step (its ansible-playbook a recorder) for an offline

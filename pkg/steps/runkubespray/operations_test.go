@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // The inventory render-inventory writes for a cluster whose w1 leaves and w3 joins.

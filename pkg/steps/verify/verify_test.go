@@ -41,7 +41,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 func node(name, ip string, ready corev1.ConditionStatus, reason string) *corev1.Node {

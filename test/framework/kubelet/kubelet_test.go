@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/akraino-edge-stack/bpa/test/kubelet"
-	"github.com/akraino-edge-stack/bpa/test/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/kubelet"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
 // env is one rig with the workflow-controller and a stand-in kubelet, shared

@@ -37,11 +37,11 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
-	"github.com/akraino-edge-stack/bpa/test/bpatest"
-	"github.com/akraino-edge-stack/bpa/test/kubelet"
+	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/kubelet"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
-	"github.com/akraino-edge-stack/bpa/test/rig"
-	"github.com/akraino-edge-stack/bpa/test/simhost"
 )
 
 // KubesprayImage is the repository of the default kubespray image, which the stand-in

@@ -323,7 +323,7 @@ func (k *Kubelet) registerNode(ctx context.Context, port int) error {
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			Message: "SIMULATED kubelet (test/kubelet): pods run as local processes", LastHeartbeatTime: now, LastTransitionTime: now,
+			Message: "SIMULATED kubelet (test/framework/kubelet): pods run as local processes", LastHeartbeatTime: now, LastTransitionTime: now,
 		}},
 		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "simulated", OperatingSystem: "linux", Architecture: "amd64"},
 	}
