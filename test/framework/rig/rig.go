@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"io"
 	"net"
 	"os"
@@ -25,7 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -174,7 +174,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 // ForTest starts a rig for t, stops it in t.Cleanup, and fails t (with the
 // tail of the process logs) if it cannot start. When t has failed by cleanup
 // time, the tail of every process log is logged too.
-func ForTest(t testing.TB, opts Options) *Rig {
+func ForTest(t framework.T, opts Options) *Rig {
 	t.Helper()
 	RequireTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -187,7 +187,7 @@ func ForTest(t testing.TB, opts Options) *Rig {
 	t.Logf("test rig up in %s (dir %s, apiserver %s)", time.Since(start).Round(time.Millisecond), r.Dir, r.URL)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Log(r.LogTails(40))
+			t.Logf("%s", r.LogTails(40))
 		}
 		if err := r.Stop(); err != nil {
 			t.Errorf("stop test rig: %v", err)
@@ -199,11 +199,11 @@ func ForTest(t testing.TB, opts Options) *Rig {
 // RequireTools fails t, rather than skipping it, when the binaries from
 // hack/build-tools.sh are missing: CI always builds them first, so a missing
 // binary is a broken setup, not an optional test.
-func RequireTools(t testing.TB) {
+func RequireTools(t framework.T) {
 	t.Helper()
 	bin, err := DefaultBinDir()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	if missing := missingTools(bin); len(missing) > 0 {
 		t.Fatalf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), bin)

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"io"
 	"net"
 	"os"
@@ -26,7 +27,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -59,7 +59,7 @@ type Options struct {
 
 // Site is a running simulated site.
 type Site struct {
-	T         testing.TB
+	T         framework.T
 	Rig       *rig.Rig
 	App       *rig.AppAPIServer
 	Client    client.Client
@@ -86,7 +86,7 @@ type Site struct {
 }
 
 // New starts a site for t; everything stops in t.Cleanup.
-func New(t testing.TB, opts Options) *Site {
+func New(t framework.T, opts Options) *Site {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -140,7 +140,7 @@ func New(t testing.TB, opts Options) *Site {
 	return s
 }
 
-func must(t testing.TB, err error, what string) {
+func must(t framework.T, err error, what string) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -154,7 +154,7 @@ var (
 	buildErr  error
 )
 
-func buildBPA(t testing.TB) string {
+func buildBPA(t framework.T) string {
 	buildOnce.Do(func() {
 		root, err := rig.RepoRoot()
 		if err != nil {
@@ -176,12 +176,12 @@ func buildBPA(t testing.TB) string {
 		buildErr = os.Rename(tmp, buildPath)
 	})
 	if buildErr != nil {
-		t.Fatal(buildErr)
+		t.Fatalf("%v", buildErr)
 	}
 	return buildPath
 }
 
-func freeLoopbackPort(t testing.TB) int {
+func freeLoopbackPort(t framework.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err, "finding a free port")
 	defer l.Close()

@@ -37,6 +37,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"net"
 	"os"
 	"os/exec"
@@ -46,7 +47,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -63,7 +63,7 @@ type Cluster struct {
 	// port per host.
 	Port int
 
-	t              testing.TB
+	t              framework.T
 	dir            string
 	clientKeyPath  string
 	clientSigner   ssh.Signer
@@ -74,7 +74,7 @@ type Cluster struct {
 }
 
 // NewCluster makes an empty cluster with a fresh client key.
-func NewCluster(t testing.TB) *Cluster {
+func NewCluster(t framework.T) *Cluster {
 	t.Helper()
 	requireSSHD(t)
 	c := &Cluster{t: t, dir: t.TempDir()}
@@ -88,7 +88,7 @@ func NewCluster(t testing.TB) *Cluster {
 }
 
 // Start starts a standalone simulated host with a client key of its own.
-func Start(t testing.TB, name, ip string) *Host {
+func Start(t framework.T, name, ip string) *Host {
 	t.Helper()
 	return NewCluster(t).Start(name, ip)
 }
@@ -164,7 +164,7 @@ func (c *Cluster) Start(name, ip string) *Host {
 }
 
 // setUp writes the host's keys, stand-ins, state files and directories.
-func (h *Host) setUp(t testing.TB) {
+func (h *Host) setUp(t framework.T) {
 	t.Helper()
 	priv, signer := newKey(t)
 	h.hostKey = signer.PublicKey()
@@ -172,7 +172,7 @@ func (h *Host) setUp(t testing.TB) {
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
 	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v", err)
 		}
 	}
 	if out, err := exec.Command("cp", "-a", "/etc/ssl/certs", h.path("ssl-certs")).CombinedOutput(); err != nil {
@@ -191,7 +191,7 @@ func (h *Host) setUp(t testing.TB) {
 // launch picks a port, starts sshd in its own mount namespace and waits until it accepts
 // connections. It returns an error (after cleaning up) when sshd exits early, e.g. because
 // the port was taken meanwhile.
-func (h *Host) launch(t testing.TB) error {
+func (h *Host) launch(t framework.T) error {
 	t.Helper()
 	port := h.cluster.Port
 	if port == 0 {
@@ -545,7 +545,7 @@ users:
 
 // requireSSHD fails the test when OpenSSH's server is missing: skipping would let a CI
 // machine without it report green for tests that never ran.
-func requireSSHD(t testing.TB) {
+func requireSSHD(t framework.T) {
 	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
 		t.Fatalf("simhost needs OpenSSH's server at %s (Debian: apt-get install -y openssh-server): %v", SSHD, err)
@@ -558,19 +558,19 @@ func requireSSHD(t testing.TB) {
 	}
 }
 
-func newKey(t testing.TB) (privPEM []byte, signer ssh.Signer) {
+func newKey(t framework.T) (privPEM []byte, signer ssh.Signer) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	block, err := ssh.MarshalPrivateKey(priv, "")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	signer, err = ssh.NewSignerFromKey(priv)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	return pem.EncodeToMemory(block), signer
 }
@@ -693,7 +693,7 @@ func (h *Host) Processes() []int {
 	return pids
 }
 
-func writeFile(t testing.TB, path string, data []byte, mode os.FileMode) {
+func writeFile(t framework.T, path string, data []byte, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, data, mode); err != nil {
 		t.Fatalf("simhost: %v", err)
@@ -704,7 +704,7 @@ func writeFile(t testing.TB, path string, data []byte, mode os.FileMode) {
 	}
 }
 
-func unhex(t testing.TB, s string) string {
+func unhex(t framework.T, s string) string {
 	b, err := hex.DecodeString(s)
 	if err != nil {
 		t.Fatalf("simhost: malformed call log field %q: %v", s, err)
