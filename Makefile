@@ -67,7 +67,7 @@ bench: tools ## Run the benchmarks (translation, matching, lease parsing; the co
 .PHONY: demo
 demo: deps tools ## Provision the example cluster on an embedded control plane (simulated nodes); DEMO_ONESHOT=1 exits when done
 	@hack/logged.sh "building the demo (module downloads and compiler output: bin/logs/build-demo.log)" $(BIN)/logs/build-demo.log \
-		$(GO) build -o $(BIN)/demo ./test/demo
+		$(GO) build -o $(BIN)/demo ./cmd/bpa-demo
 	@$(BIN)/demo
 
 .PHONY: deploy

@@ -2,8 +2,8 @@
 // Argo's web UI served by `argo server`.
 //
 // It runs the test rig (real etcd, kube-apiserver, Argo workflow-controller, sshd) and the
-// simulated site the e2e tests use, which were written against testing.TB; runT below is
-// the TB a program gives them. Everything the control plane and the controller log goes to
+// simulated site the e2e tests use (test/framework); runT below is the framework.T a program
+// gives them. Everything the control plane and the controller log goes to
 // files under bin/demo-logs; on a failure the demo names them and shows the last lines of
 // the one that matters, not the logs themselves.
 package main
@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
@@ -157,12 +157,10 @@ func rel(root, path string) string {
 	return path
 }
 
-// runT is the testing.TB of the demo program. test/rig, test/sim and test/simhost call
-// only the methods defined here; the embedded interface is nil, so any other would panic
-// rather than pass silently. Fatal prints the reason and where the logs are, runs the
-// cleanups (everything stops) and exits 1; Log goes to the demo's own log file.
+// runT is the framework.T of the demo program. Fatal prints the reason and where the logs
+// are, runs the cleanups (everything stops) and exits 1; Logf goes to the demo's own log
+// file.
 type runT struct {
-	testing.TB
 	logDir string
 	log    io.Writer
 	site   *sim.Site
@@ -181,9 +179,9 @@ func newRunT(logDir string) *runT {
 	return t
 }
 
-func (t *runT) Helper()         {}
-func (t *runT) Name() string    { return "demo" }
-func (t *runT) Log(args ...any) { fmt.Fprintln(t.log, args...) }
+var _ framework.T = (*runT)(nil)
+
+func (t *runT) Helper() {}
 func (t *runT) Logf(format string, args ...any) {
 	fmt.Fprintf(t.log, format+"\n", args...)
 }
@@ -197,7 +195,6 @@ func (t *runT) Failed() bool {
 	defer t.mu.Unlock()
 	return t.failed
 }
-func (t *runT) Error(args ...any) { t.Errorf("%s", fmt.Sprint(args...)) }
 func (t *runT) Errorf(format string, args ...any) {
 	t.mu.Lock()
 	t.failed = true
@@ -208,9 +205,9 @@ func (t *runT) Errorf(format string, args ...any) {
 func (t *runT) Fatal(args ...any) { t.Fatalf("%s", fmt.Sprint(args...)) }
 func (t *runT) Fatalf(format string, args ...any) {
 	t.Errorf(format, args...)
-	t.FailNow()
+	t.failNow()
 }
-func (t *runT) FailNow() {
+func (t *runT) failNow() {
 	t.mu.Lock()
 	exiting := t.exiting
 	t.mu.Unlock()
@@ -373,7 +370,7 @@ func showLogs(ctx context.Context, site *sim.Site, runs []*bpav1.RunStatus) erro
 	return nil
 }
 
-func readCRs(t testing.TB, paths ...string) []client.Object {
+func readCRs(t *runT, paths ...string) []client.Object {
 	var out []client.Object
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
