@@ -28,7 +28,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 )
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) (string, error) {

@@ -19,7 +19,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 )
 
 // scopedRole is a ClusterRole reading all artifacts and holding each of verbs on the

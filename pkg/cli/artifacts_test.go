@@ -24,7 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 

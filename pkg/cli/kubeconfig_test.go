@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 )
 
 func prov(ns string, mutate func(*bpav1.ProvisioningSpec)) *bpav1.Provisioning {

@@ -16,10 +16,10 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 )
 
 // ---- scenario k: an air-gapped site ----

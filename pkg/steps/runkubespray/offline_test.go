@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/artifacts/artifactstest"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
+	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
