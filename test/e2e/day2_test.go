@@ -24,7 +24,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
-	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
+	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 )
 
 // ---- scenario j: day 2 on one cluster, one change after another ----

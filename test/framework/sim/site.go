@@ -6,7 +6,7 @@
 // local processes.
 //
 // SIMULATED, and only these: pod execution (the stand-in kubelet) and what kubespray's
-// roles do to a machine (test/kubespraysim: real Ansible playbooks, run by the real
+// roles do to a machine (test/framework/kubespraysim: real Ansible playbooks, run by the real
 // ansible-playbook over real OpenSSH). Every BPA step runs its real code against real
 // components.
 package sim
@@ -39,9 +39,9 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubelet"
+	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
-	"github.com/akraino-edge-stack/bpa/test/kubespraysim"
 )
 
 // KubesprayImage is the repository of the default kubespray image, which the stand-in
@@ -233,7 +233,7 @@ func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
 		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
 	}
 	e.Env = append(append(e.Env, env...), extra...)
-	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray's playbooks are the stand-in tree test/kubespraysim/kubespray, run by the real ansible-playbook; the run-kubespray step itself is real")
+	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray's playbooks are the stand-in tree test/framework/kubespraysim/kubespray, run by the real ansible-playbook; the run-kubespray step itself is real")
 	return kubelet.ExecRunner(ctx, e)
 }
 

@@ -17,7 +17,7 @@ import (
 // kubesprayTasks reads pkg/kubespray's list of kubespray's task names at tag, by file.
 func kubesprayTasks(t *testing.T, tag string) map[string][]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "pkg", "kubespray", "testdata", "tasks", tag+".txt"))
+	f, err := os.Open(filepath.Join("..", "..", "..", "pkg", "kubespray", "testdata", "tasks", tag+".txt"))
 	require.NoError(t, err)
 	defer f.Close()
 	out, file := map[string][]string{}, ""

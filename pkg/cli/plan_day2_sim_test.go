@@ -1,4 +1,4 @@
-package kubespraysim
+package cli_test
 
 import (
 	"context"

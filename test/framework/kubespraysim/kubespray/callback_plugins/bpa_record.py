@@ -30,7 +30,7 @@ class CallbackModule(CallbackBase):
         image = os.environ.get('BPA_SIM_KUBESPRAY_IMAGE', '')
         ref = image.split('@')[0]
         release = ref.rsplit(':', 1)[-1] if ':' in ref.rsplit('/', 1)[-1] else 'unknown'
-        self._display.display('SIMULATED kubespray %s %s: the stand-in playbooks (test/kubespraysim/kubespray), '
+        self._display.display('SIMULATED kubespray %s %s: the stand-in playbooks (test/framework/kubespraysim/kubespray), '
                               'run by the real ansible-playbook' % (release, os.path.basename(sys.argv[-1])))
         root = os.environ.get('BPA_SIM_RECORD_DIR')
         if not root:

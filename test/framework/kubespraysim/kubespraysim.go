@@ -118,7 +118,7 @@ func Tree() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, "test", "kubespraysim", "kubespray"), nil
+	return filepath.Join(root, "test", "framework", "kubespraysim", "kubespray"), nil
 }
 
 var (
@@ -139,10 +139,10 @@ func BuildAgent() (string, error) {
 		sum := sha256.Sum256([]byte(root))
 		agentPath = filepath.Join(root, "bin", "kubespray-sim-agent-"+hex.EncodeToString(sum[:4]))
 		tmp := fmt.Sprintf("%s.%d", agentPath, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, "./test/kubespraysim/agent")
+		cmd := exec.Command("go", "build", "-o", tmp, "./test/framework/kubespraysim/agent")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			agentErr = fmt.Errorf("go build ./test/kubespraysim/agent: %v\n%s", err, out)
+			agentErr = fmt.Errorf("go build ./test/framework/kubespraysim/agent: %v\n%s", err, out)
 			return
 		}
 		agentErr = os.Rename(tmp, agentPath)

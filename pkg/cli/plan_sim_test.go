@@ -1,4 +1,4 @@
-package kubespraysim
+package cli_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
+	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/reference"
 )
 
@@ -45,7 +46,7 @@ func CheckPlanDir(t *testing.T, dir, image string) []string {
 		tmp := t.TempDir()
 		for range step.Operations {
 			op := ops[len(names)]
-			require.NoError(t, Check(planArgv(t, op), image, tmp), "%s", op)
+			require.NoError(t, kubespraysim.Check(planArgv(t, op), image, tmp), "%s", op)
 			names = append(names, filepath.Base(op))
 		}
 	}
@@ -170,7 +171,7 @@ func TestSamplesRenderKubesprayAcceptedInventories(t *testing.T) {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "vars.yaml"), vars, 0o644))
 				params, err := translator.ProvisioningParameters(p)
 				require.NoError(t, err)
-				require.NoError(t, Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/k", "-e", "@" + filepath.Join(dir, "vars.yaml"), "cluster.yml"},
+				require.NoError(t, kubespraysim.Check([]string{"-i", filepath.Join(dir, "hosts.ini"), "--private-key", "/k", "-e", "@" + filepath.Join(dir, "vars.yaml"), "cluster.yml"},
 					params["kubespray-image"], t.TempDir()))
 			})
 			checked++
