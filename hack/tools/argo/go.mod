@@ -1,5 +1,5 @@
 // Module that pins Argo's workflow-controller and argo CLI used by the test
-// rig (test/framework/rig). hack/build-tools.sh adds, at build time only, a replace of
+// rig (test/rig). hack/build-tools.sh adds, at build time only, a replace of
 // argo-workflows/v3 by a writable copy that carries ui/dist/app (the argo CLI
 // embeds it and the module zip lacks it).
 module github.com/akraino-edge-stack/bpa/hack/tools/argo

@@ -1,4 +1,4 @@
-// Module that pins the etcd binary used by the test rig (test/framework/rig).
+// Module that pins the etcd binary used by the test rig (test/rig).
 module github.com/akraino-edge-stack/bpa/hack/tools/etcd
 
 go 1.26

@@ -1,4 +1,4 @@
-// Module that pins the kube-apiserver binary used by the test rig (test/framework/rig).
+// Module that pins the kube-apiserver binary used by the test rig (test/rig).
 // Built by hack/build-tools.sh; kept apart from the project's own go.mod so
 // the Kubernetes server dependency graph never leaks into it.
 module github.com/akraino-edge-stack/bpa/hack/tools/kube-apiserver
