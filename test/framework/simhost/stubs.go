@@ -90,7 +90,9 @@ bpa_source() {
 	# gpg --dearmor with coreutils: the armor's headers, checksum and end line dropped.
 	sed -e '1,/^[[:space:]]*$/d' -e '/^=/d' -e '/^-----END/d' "$key" | base64 -d >"$tmp/key.gpg"
 	if ! gpgv --homedir "$tmp" --keyring "$tmp/key.gpg" "$tmp/InRelease" 2>"$tmp/err"; then
+		# apt prints gpgv's last line; the rest, and what was fetched, say why.
 		echo "W: GPG error: ${uri} ./ InRelease: $(tail -1 "$tmp/err")" >&2
+		echo "N: gpgv said: $(tr '\n' ' ' <"$tmp/err"); InRelease: $(wc -c <"$tmp/InRelease") bytes, first line: $(head -1 "$tmp/InRelease"); keyring: $(wc -c <"$tmp/key.gpg") bytes" >&2
 		echo "E: The repository '${uri} ./ InRelease' is not signed." >&2
 		exit 100
 	fi
