@@ -14,8 +14,6 @@ package kubespraysim
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/akraino-edge-stack/bpa/test/framework"
 )
 
 // Environment the rig gives the step container that runs the stand-in kubespray.
@@ -136,16 +136,7 @@ func BuildAgent() (string, error) {
 			agentErr = err
 			return
 		}
-		sum := sha256.Sum256([]byte(root))
-		agentPath = filepath.Join(root, "bin", "kubespray-sim-agent-"+hex.EncodeToString(sum[:4]))
-		tmp := fmt.Sprintf("%s.%d", agentPath, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, "./test/framework/kubespraysim/agent")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentErr = fmt.Errorf("go build ./test/framework/kubespraysim/agent: %v\n%s", err, out)
-			return
-		}
-		agentErr = os.Rename(tmp, agentPath)
+		agentPath, agentErr = framework.Build(root, "./test/framework/kubespraysim/agent", "kubespray-sim-agent")
 	})
 	return agentPath, agentErr
 }

@@ -13,8 +13,6 @@ package sim
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/akraino-edge-stack/bpa/test/framework"
@@ -161,19 +159,7 @@ func buildBPA(t framework.T) string {
 			buildErr = err
 			return
 		}
-		// Test binaries of two packages (go test -p 2) build at once: each writes its own
-		// file and renames it into place, so neither runs the other's half-written one. The
-		// name carries the checkout's path, so two checkouts sharing a bin/ never swap builds.
-		sum := sha256.Sum256([]byte(root))
-		buildPath = filepath.Join(root, "bin", "bpa-test-"+hex.EncodeToString(sum[:4]))
-		tmp := fmt.Sprintf("%s.%d", buildPath, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, "./cmd/bpa")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/bpa: %v\n%s", err, out)
-			return
-		}
-		buildErr = os.Rename(tmp, buildPath)
+		buildPath, buildErr = framework.Build(root, "./cmd/bpa", "bpa-test")
 	})
 	if buildErr != nil {
 		t.Fatalf("%v", buildErr)
