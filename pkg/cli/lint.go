@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -139,6 +141,15 @@ func readPolicy(file string) (policy.Policy, error) {
 	}
 	if errs := policy.CheckPolicy(&p.Spec); len(errs) > 0 {
 		return policy.Policy{}, fmt.Errorf("%s: BPAPolicy %s: %w", file, p.Name, errs.ToAggregate())
+	}
+	// Then the CRD's schema and CEL rules, as the apiserver would apply them (an enum
+	// value such as hostRelease is only there).
+	if _, problems := validation.ValidateFile(context.Background(), file, data); len(problems) > 0 {
+		lines := make([]string, len(problems))
+		for i, pr := range problems {
+			lines[i] = pr.String()
+		}
+		return policy.Policy{}, errors.New(strings.Join(lines, "\n"))
 	}
 	return policy.Policy{Spec: p.Spec, Source: "BPAPolicy " + p.Name + " (" + file + ")"}, nil
 }

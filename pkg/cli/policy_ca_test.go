@@ -76,3 +76,18 @@ spec:
 		})
 	}
 }
+
+// A policy file is judged by the BPAPolicy CRD's schema too, as the apiserver judges the
+// object: an enum value such as hostRelease exists only there.
+func TestLintPolicyFileSchema(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	require.NoError(t, os.WriteFile(pol, []byte("apiVersion: bpa.akraino.org/v1alpha1\nkind: BPAPolicy\nmetadata: {name: default}\nspec: {hostRelease: Wipe}\n"), 0o644))
+	_, _, err := bpa(t, "lint", "--policy", pol, "-f", examples+"provisioning-by-mac.yaml")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `spec.hostRelease: Unsupported value: "Wipe": supported values: "Deprovision", "Retain"`)
+
+	require.NoError(t, os.WriteFile(pol, []byte("apiVersion: bpa.akraino.org/v1alpha1\nkind: BPAPolicy\nmetadata: {name: default}\nspec: {hostRelease: Retain}\n"), 0o644))
+	out, _, err := bpa(t, "lint", "--policy", pol, "-f", examples+"provisioning-by-mac.yaml")
+	require.NoError(t, err, out)
+}

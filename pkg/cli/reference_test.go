@@ -20,20 +20,20 @@ const icnHosts = `apiVersion: metal3.io/v1alpha1
 kind: BareMetalHostList
 items:
   - metadata: {name: bpa-test-bmh}
-    spec: {online: true, bootMACAddress: "3c:fd:fe:9c:88:63"}
-    status: {operationalStatus: OK, hardware: {cpu: {count: 72}, ramMebibytes: 262144, nics: [{name: eth3, mac: "08:00:27:00:ab:c0"}, {name: eth5, mac: "a4:bf:01:64:86:6f", ip: 172.22.0.54}]}}
+    spec: {online: true, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}, bootMACAddress: "3c:fd:fe:9c:88:63"}
+    status: {provisioning: {state: provisioned, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}, operationalStatus: OK, hardware: {cpu: {count: 72}, ramMebibytes: 262144, nics: [{name: eth3, mac: "08:00:27:00:ab:c0"}, {name: eth5, mac: "a4:bf:01:64:86:6f", ip: 172.22.0.54}]}}
   - metadata: {name: icn-1}
-    spec: {online: true, bootMACAddress: "00:c6:14:04:61:b2"}
-    status: {operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384}}
+    spec: {online: true, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}, bootMACAddress: "00:c6:14:04:61:b2"}
+    status: {provisioning: {state: provisioned, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}, operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384}}
   - metadata: {name: icn-2}
-    spec: {online: true, bootMACAddress: "00:C5:12:06:61:B2"}
-    status: {operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384}}
+    spec: {online: true, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}, bootMACAddress: "00:C5:12:06:61:B2"}
+    status: {provisioning: {state: provisioned, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}, operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384}}
   - metadata: {name: icn-3}
-    spec: {online: true}
-    status: {operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384, nics: [{name: eth0, mac: "00-c4-13-04-62-b5"}]}}
+    spec: {online: true, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}
+    status: {provisioning: {state: provisioned, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}, operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384, nics: [{name: eth0, mac: "00-c4-13-04-62-b5"}]}}
   - metadata: {name: icn-4}
-    spec: {online: true}
-    status: {operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384, nics: [{name: eth0, mac: "00:c3:11:02:61:b5"}]}}
+    spec: {online: true, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}
+    status: {provisioning: {state: provisioned, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}, operationalStatus: OK, hardware: {cpu: {count: 8}, ramMebibytes: 16384, nics: [{name: eth0, mac: "00:c3:11:02:61:b5"}]}}
 `
 
 const icnE2EMaster = `apiVersion: bpa.akraino.org/v1alpha1

@@ -195,7 +195,7 @@ func releaseRemoved(ctx context.Context, c client.Client, reader client.Reader, 
 			keep[h.BareMetalHost] = true
 		}
 	}
-	hosts, err := claimedHosts(ctx, reader, p, cluster)
+	hosts, pol, err := claimedHosts(ctx, reader, p, cluster)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func releaseRemoved(ctx context.Context, c client.Client, reader client.Reader, 
 		if keep[h.Name] || h.Spec.ConsumerRef == nil || h.Spec.ConsumerRef.UID != p.UID {
 			continue
 		}
-		if err := releaseHost(ctx, c, h); err != nil {
+		if err := releaseHost(ctx, c, h, p, pol.HostRelease()); err != nil {
 			return err
 		}
 	}

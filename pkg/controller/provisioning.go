@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -259,7 +260,7 @@ func ptrUID(u types.UID) *types.UID { return &u }
 // in a namespace the cache does not watch, and a stale list could release a claim made
 // since.
 func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p *bpav1.Provisioning, cluster string) error {
-	hosts, err := claimedHosts(ctx, reader, p, cluster)
+	hosts, pol, err := claimedHosts(ctx, reader, p, cluster)
 	if err != nil || hosts == nil {
 		return err
 	}
@@ -283,7 +284,7 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 		if !mine {
 			continue
 		}
-		if err := releaseHost(ctx, c, h); err != nil {
+		if err := releaseHost(ctx, c, h, p, pol.HostRelease()); err != nil {
 			return err
 		}
 	}
@@ -295,30 +296,42 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 // namespace the site policy does not let p draw from (one named in the spec is not enough),
 // or no metal3. It reads around the cache: the hosts may live in a namespace the cache does
 // not watch, and a stale list could release a claim made since.
-func claimedHosts(ctx context.Context, reader client.Reader, p *bpav1.Provisioning, cluster string) (*metal3v1.BareMetalHostList, error) {
+func claimedHosts(ctx context.Context, reader client.Reader, p *bpav1.Provisioning, cluster string) (*metal3v1.BareMetalHostList, policy.Policy, error) {
 	ns := p.HostNamespace()
 	pol, err := policy.Get(ctx, reader)
 	if err != nil {
-		return nil, err
+		return nil, pol, err
 	}
 	if !pol.BareMetalHostNamespaceAllowed(p.Namespace, ns) {
 		log.FromContext(ctx).Info("not releasing hosts in a namespace the policy does not allow", "bareMetalHostNamespace", ns)
-		return nil, nil
+		return nil, pol, nil
 	}
 	hosts := &metal3v1.BareMetalHostList{}
 	err = reader.List(ctx, hosts, client.InNamespace(ns), client.MatchingLabels{bpav1.HostClaimLabel: cluster})
 	if meta.IsNoMatchError(err) {
-		return nil, nil // metal3 is not installed: nothing was claimed
+		return nil, pol, nil // metal3 is not installed: nothing was claimed
 	}
-	return hosts, err
+	return hosts, pol, err
 }
 
-// releaseHost clears a host's claim. The optimistic lock spares a host re-claimed since it
-// was listed.
-func releaseHost(ctx context.Context, c client.Client, h *metal3v1.BareMetalHost) error {
+// releaseHost clears a host's claim and, in the same write, marks it released by p now
+// and, under the Deprovision policy, removes its image so that metal3 deprovisions and
+// cleans it: no other tenant's Provisioning claims it before that has finished
+// (hostmatch.Unfit), and a Metal3Machine's provider waits for available. The optimistic
+// lock spares a host re-claimed since it was listed. Power and BMC fields are left alone.
+func releaseHost(ctx context.Context, c client.Client, h *metal3v1.BareMetalHost, p *bpav1.Provisioning, how bpav1.HostReleasePolicy) error {
 	patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	delete(h.Labels, bpav1.HostClaimLabel)
 	h.Spec.ConsumerRef = nil
+	if h.Annotations == nil {
+		h.Annotations = map[string]string{}
+	}
+	h.Annotations[bpav1.HostReleasedFromAnnotation] = p.Namespace + "/" + p.Name
+	h.Annotations[bpav1.HostReleasedAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	if how != bpav1.HostReleaseRetain {
+		h.Spec.Image, h.Spec.CustomDeploy = nil, nil
+		h.Spec.UserData, h.Spec.MetaData, h.Spec.NetworkData = nil, nil, nil
+	}
 	if err := c.Patch(ctx, h, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("releasing BareMetalHost %s: %w", h.Name, err)
 	}

@@ -79,7 +79,8 @@ kind: BareMetalHostList
 metadata: {}
 items:
   - metadata: {name: a}
-    spec: {online: true}
+    spec: {online: true, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}
+    status: {provisioning: {state: provisioned, image: {url: "http://images.example/ubuntu-22.04.qcow2", checksum: "http://images.example/ubuntu-22.04.qcow2.sha256sum", checksumType: sha256}}}
   - apiVersion: metal3.io/v1alpha1
     kind: BareMetalHost
     metadata: {name: b}

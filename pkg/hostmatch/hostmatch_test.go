@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/test/framework/hostfixture"
 )
 
 // hostOpt shapes a test BareMetalHost.
@@ -26,6 +27,7 @@ func bmh(name string, opts ...hostOpt) metal3v1.BareMetalHost {
 	h.Namespace = "metal3"
 	h.Status.OperationalStatus = metal3v1.OperationalStatusOK
 	h.Status.HardwareDetails = &metal3v1.HardwareDetails{}
+	hostfixture.Provisioned(&h)
 	for _, o := range opts {
 		o(&h)
 	}

@@ -190,30 +190,8 @@ func newHost(b *metal3v1.BareMetalHost, cluster Claimant, sel Selectors) host {
 			h.pools |= 1 << i
 		}
 	}
-	ref := b.Spec.ConsumerRef
-	h.ours = cluster.Owns(ref) || cluster.LegacyClaim(b)
-	label, labelled := b.Labels[bpav1.HostClaimLabel]
-	switch {
-	case b.DeletionTimestamp != nil:
-		h.excluded, h.excludedShort = "is being deleted", "being deleted"
-	case b.Status.OperationalStatus == metal3v1.OperationalStatusError || b.Status.ErrorMessage != "":
-		h.excluded, h.excludedShort = "is in error (operationalStatus error)", "in error"
-		if b.Status.ErrorMessage != "" {
-			h.excluded = "is in error: " + b.Status.ErrorMessage
-		}
-	case h.ours:
-	case ref != nil:
-		h.excluded = fmt.Sprintf("is used by %s (spec.consumerRef)", Describe(ref))
-		h.excludedShort = "used by another consumer"
-	case labelled && label == cluster.Cluster:
-		// An earlier BPA's label claim outside the Provisioning's namespace: another
-		// tenant's cluster of the same name looks just the same.
-		h.excluded = fmt.Sprintf("is labelled %s=%s by an earlier BPA outside namespace %s, so it may be another tenant's; an admin adopts it by setting its spec.consumerRef", bpav1.HostClaimLabel, label, cluster.Namespace)
-		h.excludedShort = "label-only claim outside the namespace"
-	case labelled:
-		h.excluded = fmt.Sprintf("is claimed by cluster %q (label %s)", label, bpav1.HostClaimLabel)
-		h.excludedShort = fmt.Sprintf("claimed by cluster %q", label)
-	}
+	h.ours = cluster.Owns(b.Spec.ConsumerRef) || cluster.LegacyClaim(b)
+	h.excluded, h.excludedShort = Unfit(b, cluster)
 	addMAC := func(s string) string {
 		mac, ok := leases.NormalizeMAC(strings.TrimSpace(s))
 		if !ok {

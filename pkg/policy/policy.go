@@ -53,6 +53,15 @@ func Get(ctx context.Context, r client.Reader) (Policy, error) {
 	return Policy{Spec: p.Spec, Source: "BPAPolicy " + bpav1.PolicyName}, nil
 }
 
+// HostRelease is what releasing a BareMetalHost does to its operating system: Deprovision
+// unless the admin chose Retain.
+func (p Policy) HostRelease() bpav1.HostReleasePolicy {
+	if p.Spec.HostRelease == "" {
+		return bpav1.HostReleaseDeprovision
+	}
+	return p.Spec.HostRelease
+}
+
 // KubesprayImages are the allowed kubespray image repositories.
 func (p Policy) KubesprayImages() []string {
 	if len(p.Spec.KubesprayImages) == 0 {

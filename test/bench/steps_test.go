@@ -27,6 +27,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/hostfixture"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
@@ -67,11 +68,13 @@ func BenchmarkHostSteps1000(b *testing.B) {
 		mac := fmt.Sprintf("3c:fd:fe:b5:%02x:%02x", i>>8, i&0xff)
 		h := &metal3v1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("rack%02d-node%02d", i/40, i%40)},
 			Spec: metal3v1.BareMetalHostSpec{Online: true, BootMACAddress: mac, BMC: metal3v1.BMCDetails{Address: fmt.Sprintf("ipmi://10.10.%d.%d", i>>8, i&0xff), CredentialsName: "bmc"}}}
+		status := hostfixture.Provisioned(h).Status
+		status.HardwareDetails = &metal3v1.HardwareDetails{CPU: metal3v1.CPU{Count: 32}, RAMMebibytes: 131072,
+			NIC: []metal3v1.NIC{{Name: "eno1", MAC: mac, IP: fmt.Sprintf("10.20.%d.%d", i>>8, i&0xff)}}}
 		if err := e.client.Create(ctx, h); err != nil {
 			return err
 		}
-		h.Status = metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-			CPU: metal3v1.CPU{Count: 32}, RAMMebibytes: 131072, NIC: []metal3v1.NIC{{Name: "eno1", MAC: mac, IP: fmt.Sprintf("10.20.%d.%d", i>>8, i&0xff)}}}}
+		h.Status = status
 		return e.client.Status().Update(ctx, h)
 	}), "creating the BareMetalHosts")
 	minCPU := int32(16)

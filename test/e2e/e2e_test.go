@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -380,6 +381,7 @@ func (e *env) softwareOnExample(t *testing.T, p *bpav1.Provisioning) {
 
 func (e *env) deleteAndCheckCleanup(t *testing.T, p *bpav1.Provisioning) {
 	cluster := p.Labels["cluster"]
+	claimed := e.claimedBy(t, p)
 	require.NoError(t, e.Client.Delete(e.ctx, p))
 	e.waitGone(t, p)
 	assert.Empty(t, e.workflowsOf(t, bpav1.ProvisioningNameLabel, p.Name), "Workflows are deleted")
@@ -394,6 +396,41 @@ func (e *env) deleteAndCheckCleanup(t *testing.T, p *bpav1.Provisioning) {
 	hosts := &metal3v1.BareMetalHostList{}
 	require.NoError(t, e.Client.List(e.ctx, hosts, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.HostClaimLabel: cluster}))
 	assert.Empty(t, hosts.Items, "host claims are released")
+	e.assertReleased(t, p, claimed, bpav1.HostReleaseDeprovision)
+	e.Reprovision(e.ctx, claimed...) // metal3 cleans them, the admin provisions them again
+}
+
+// claimedBy names the BareMetalHosts whose claim carries p's uid.
+func (e *env) claimedBy(t *testing.T, p *bpav1.Provisioning) []string {
+	t.Helper()
+	hosts := &metal3v1.BareMetalHostList{}
+	require.NoError(t, e.Client.List(e.ctx, hosts, client.InNamespace(e.Namespace)))
+	var out []string
+	for _, h := range hosts.Items {
+		if ref := h.Spec.ConsumerRef; ref != nil && ref.UID == p.UID {
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
+// assertReleased checks that BPA released each named host for p the way hostRelease how
+// says: marked as released by p and, under Deprovision, without its image, so that metal3
+// cleans it before any other tenant can claim it. Power is never touched.
+func (e *env) assertReleased(t *testing.T, p *bpav1.Provisioning, names []string, how bpav1.HostReleasePolicy) {
+	t.Helper()
+	for _, name := range names {
+		h := &metal3v1.BareMetalHost{}
+		require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, h))
+		assert.Nil(t, h.Spec.ConsumerRef, "%s: released", name)
+		assert.Equal(t, p.Namespace+"/"+p.Name, h.Annotations[bpav1.HostReleasedFromAnnotation], "%s: released-from", name)
+		assert.True(t, h.Spec.Online, "%s: power is never touched", name)
+		if how == bpav1.HostReleaseRetain {
+			assert.NotNil(t, h.Spec.Image, "%s: Retain keeps the OS", name)
+		} else {
+			assert.Nil(t, h.Spec.Image, "%s: the release removes the image, so metal3 deprovisions it", name)
+		}
+	}
 }
 
 // ---- scenario b: a lease that appears later ----
@@ -511,6 +548,10 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	a := e.newCluster(t, "shared", 160, 1, 1)
 	b := a.DeepCopy()
 	b.Name = "shared-b"
+	// One tenant's two CRs hand the hosts over as they are: the site retains released
+	// hosts' OS (hostRelease Retain), so the namespace that released them takes them back
+	// without reimaging.
+	e.setHostRelease(t, bpav1.HostReleaseRetain)
 	e.create(t, a)
 	e.assertProvisioned(t, e.waitPhase(t, a.Name, bpav1.PhaseSucceeded))
 	e.create(t, b)
@@ -556,9 +597,37 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	claimed := e.claimedBy(t, held)
 	require.NoError(t, e.Client.Delete(e.ctx, held))
 	e.waitGone(t, held)
 	e.assertProvisioned(t, e.waitPhase(t, b.Name, bpav1.PhaseSucceeded))
+	require.NotEmpty(t, claimed)
+	for _, name := range claimed {
+		h := &metal3v1.BareMetalHost{}
+		require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, h))
+		assert.Equal(t, held.Namespace+"/"+held.Name, h.Annotations[bpav1.HostReleasedFromAnnotation], "%s: released by the holder", name)
+		assert.NotNil(t, h.Spec.Image, "%s: Retain keeps the OS", name)
+		assert.Equal(t, b.Name, h.Spec.ConsumerRef.Name, "%s: taken back by the same namespace", name)
+	}
+}
+
+// setHostRelease sets the site policy's hostRelease for the rest of t.
+func (e *env) setHostRelease(t *testing.T, how bpav1.HostReleasePolicy) {
+	t.Helper()
+	pol := &bpav1.BPAPolicy{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
+	before := pol.Spec.HostRelease
+	pol.Spec.HostRelease = how
+	require.NoError(t, e.Client.Update(e.ctx, pol))
+	t.Cleanup(func() {
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol); err != nil {
+				return err
+			}
+			pol.Spec.HostRelease = before
+			return e.Client.Update(e.ctx, pol)
+		}))
+	})
 }
 
 // ---- scenario i: claims are metal3's spec.consumerRef ----

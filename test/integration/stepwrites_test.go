@@ -108,6 +108,16 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 			delete(h.Labels, bpav1.HostClaimLabel)
 		}))
 	})
+	t.Run("discover-hosts may not wash a released host by removing its release mark", func(t *testing.T) {
+		h := newHost("h-released")
+		require.NoError(t, patch(admin, h, func(h *metal3v1.BareMetalHost) {
+			h.Annotations = map[string]string{bpav1.HostReleasedFromAnnotation: "tenant-a/p", bpav1.HostReleasedAtAnnotation: "2026-11-27T10:00:00Z"}
+		}))
+		forbidden(t, patch(discover, h, func(h *metal3v1.BareMetalHost) { delete(h.Annotations, bpav1.HostReleasedFromAnnotation) }), "bpa.akraino.org/ annotations")
+		forbidden(t, patch(discover, h, func(h *metal3v1.BareMetalHost) {
+			h.Annotations[bpav1.HostReleasedAtAnnotation] = "2000-01-01T00:00:00Z"
+		}), "bpa.akraino.org/ annotations")
+	})
 	t.Run("discover-hosts never claims for another namespace, nor takes another consumer's host", func(t *testing.T) {
 		h := newHost("h-foreign")
 		other := ours.DeepCopy()

@@ -77,6 +77,8 @@ func Run(ctx context.Context, c client.Client, cr stepio.CR, logf func(string, .
 	}
 	hosts, err := hostmatch.Match(p, me, list.Items)
 	if err != nil {
+		// The error counts the hosts by reason; the log says, for each, why.
+		logNotChosen(logf, me, nil, list.Items)
 		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
 	}
 	logf("Provisioning %s: %d nodes placed on %d BareMetalHosts in namespace %s", p.Name, len(hosts), len(list.Items), ns)
@@ -130,7 +132,8 @@ func Run(ctx context.Context, c client.Client, cr stepio.CR, logf func(string, .
 const claimWorkers = 8
 
 // logNotChosen says why each host that was not chosen was left, beyond the foreign consumers
-// already reported: a person debugging a match wants every host accounted for.
+// already reported: a person debugging a match wants every host accounted for. hosts is nil
+// when the match failed.
 func logNotChosen(logf func(string, ...any), me hostmatch.Claimant, hosts []bpav1.HostStatus, all []metal3v1.BareMetalHost) {
 	chosen := map[string]bool{}
 	for _, h := range hosts {
@@ -138,18 +141,18 @@ func logNotChosen(logf func(string, ...any), me hostmatch.Claimant, hosts []bpav
 	}
 	for i := range all {
 		b := &all[i]
-		label := b.Labels[bpav1.HostClaimLabel]
-		switch {
-		case chosen[b.Name] || (b.Spec.ConsumerRef != nil && !me.Owns(b.Spec.ConsumerRef)):
-		case b.DeletionTimestamp != nil:
-			logf("BareMetalHost %s/%s not chosen: being deleted", b.Namespace, b.Name)
-		case b.Status.OperationalStatus == metal3v1.OperationalStatusError || b.Status.ErrorMessage != "":
-			logf("BareMetalHost %s/%s not chosen: in error %s", b.Namespace, b.Name, b.Status.ErrorMessage)
-		case label != "" && label != me.Cluster:
-			logf("BareMetalHost %s/%s not chosen: labelled for cluster %q", b.Namespace, b.Name, label)
-		default:
-			logf("BareMetalHost %s/%s not chosen: every node has a host (it matched no node's MAC, or another host was picked first)", b.Namespace, b.Name)
+		if chosen[b.Name] || (b.Spec.ConsumerRef != nil && !me.Owns(b.Spec.ConsumerRef)) {
+			continue
 		}
+		if why, _ := hostmatch.Unfit(b, me); why != "" {
+			logf("BareMetalHost %s/%s not chosen: it %s", b.Namespace, b.Name, why)
+			continue
+		}
+		if hosts == nil { // the match failed
+			logf("BareMetalHost %s/%s usable, but it meets no node's requirements the others leave (see the error)", b.Namespace, b.Name)
+			continue
+		}
+		logf("BareMetalHost %s/%s not chosen: every node has a host (it matched no node's MAC, or another host was picked first)", b.Namespace, b.Name)
 	}
 }
 

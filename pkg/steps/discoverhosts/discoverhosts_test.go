@@ -84,7 +84,7 @@ func TestDiscoverAndClaim(t *testing.T) {
 	assert.Equal(t, map[string]string{"bpa/node-06": mine, "bpa/node-07": mine, "bpa/node-08": mine, "bpa/spare": "", "bpa/other": "cluster-other"}, claims(t, c))
 	assert.Equal(t, []string{
 		fmt.Sprintf("Provisioning provisioning-by-resources: 3 nodes placed on %d BareMetalHosts in namespace bpa", len(bmhs)+2),
-		`BareMetalHost bpa/other not chosen: labelled for cluster "cluster-other"`,
+		`BareMetalHost bpa/other not chosen: it is claimed by cluster "cluster-other" (label bpa.akraino.org/cluster)`,
 		"BareMetalHost bpa/spare not chosen: every node has a host (it matched no node's MAC, or another host was picked first)",
 		"node master-1: claimed BareMetalHost bpa/node-08 for Provisioning provisioning-by-resources (cluster cluster-res)",
 		"node worker-1: claimed BareMetalHost bpa/node-07 for Provisioning provisioning-by-resources (cluster cluster-res)",

@@ -36,6 +36,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
+	"github.com/akraino-edge-stack/bpa/test/framework/hostfixture"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubelet"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
@@ -286,12 +287,18 @@ func (s *Site) ControllerLog() string {
 }
 
 // AddHosts creates BareMetalHosts (with their status) and starts a simulated machine, with a
-// real sshd, at each host's NIC IP.
+// real sshd, at each host's NIC IP. A host whose status names no provisioning state is
+// created as metal3 leaves a host it provisioned (hostfixture.Provisioned), since BPA
+// claims only hosts with an operating system installed; a test that wants another state
+// sets it.
 func (s *Site) AddHosts(ctx context.Context, hosts []metal3v1.BareMetalHost) {
 	t := s.T
 	t.Helper()
 	for i := range hosts {
 		h := hosts[i].DeepCopy()
+		if h.Status.Provisioning.State == "" {
+			hostfixture.Provisioned(h)
+		}
 		status := h.Status
 		h.Namespace, h.ResourceVersion = s.Namespace, ""
 		must(t, s.Client.Create(ctx, h), "creating BareMetalHost "+h.Name)
@@ -304,6 +311,35 @@ func (s *Site) AddHosts(ctx context.Context, hosts []metal3v1.BareMetalHost) {
 				}
 			}
 		}
+	}
+}
+
+// Reprovision plays the baremetal-operator, and the admin after it, for hosts BPA released
+// under the default hostRelease (Deprovision): metal3 deprovisions each host (state
+// available, status.operationHistory.deprovision recorded after the release), then the admin
+// gives it hostfixture.Image again and metal3 provisions it. It fails t for a host that still
+// has an image or a claim: BPA must have released it first. The simulated machine keeps
+// its files, since cleaning a disk is the baremetal-operator's work, which this site does
+// not run.
+func (s *Site) Reprovision(ctx context.Context, names ...string) {
+	t := s.T
+	t.Helper()
+	for _, name := range names {
+		key := client.ObjectKey{Namespace: s.Namespace, Name: name}
+		h := &metal3v1.BareMetalHost{}
+		must(t, s.Client.Get(ctx, key, h), "reading BareMetalHost "+name)
+		if h.Spec.ConsumerRef != nil || h.Spec.Image != nil {
+			t.Fatalf("BareMetalHost %s was not released for deprovisioning: consumerRef %v, image %v", name, h.Spec.ConsumerRef, h.Spec.Image)
+		}
+		start := metav1.NewTime(time.Now().Add(time.Second)) // after the release, to metal3's second
+		h.Status.OperationHistory.Deprovision = metal3v1.OperationMetric{Start: start, End: metav1.NewTime(start.Add(time.Second))}
+		h.Status.Provisioning.State, h.Status.Provisioning.Image = metal3v1.StateAvailable, metal3v1.Image{}
+		must(t, s.Client.Status().Update(ctx, h), "metal3 deprovisioning BareMetalHost "+name)
+		h.Spec.Image = &hostfixture.Image
+		must(t, s.Client.Update(ctx, h), "the admin provisioning BareMetalHost "+name+" again")
+		status := hostfixture.Provisioned(h.DeepCopy()).Status
+		h.Status = status
+		must(t, s.Client.Status().Update(ctx, h), "metal3 provisioning BareMetalHost "+name)
 	}
 }
 

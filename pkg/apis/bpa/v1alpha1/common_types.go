@@ -38,6 +38,16 @@ const (
 	// too); the label is for selection and display.
 	HostClaimLabel = "bpa.akraino.org/cluster"
 
+	// HostReleasedFromAnnotation and HostReleasedAtAnnotation record, on a BareMetalHost BPA
+	// released, the namespace/name of the Provisioning that held it and when (RFC 3339). No
+	// other Provisioning claims the host until metal3 has deprovisioned it since then (its
+	// status.operationHistory.deprovision started at or after that time and ended), so a
+	// tenant's disk never reaches the next one. They sit outside the bpa.akraino.org/ prefix
+	// on purpose: the steps' admission policy lets a step write bpa.akraino.org/ annotations
+	// of hosts, and a step must not be able to wash a host it is about to claim.
+	HostReleasedFromAnnotation = "host.bpa.akraino.org/released-from"
+	HostReleasedAtAnnotation   = "host.bpa.akraino.org/released-at"
+
 	// ManagedByLabel marks the Secrets and ConfigMaps BPA's steps write. The admission
 	// policy lets the steps write only objects that carry it, so a step's credentials cannot
 	// touch a user's Secrets.

@@ -46,7 +46,27 @@ type BPAPolicySpec struct {
 	// +listType=map
 	// +listMapKey=url
 	ArtifactServers []ArtifactServer `json:"artifactServers,omitempty"`
+
+	// HostRelease is what BPA does to a BareMetalHost when it releases it (a Provisioning
+	// deleted, a node removed). Deprovision, the default, removes the host's image
+	// (spec.image, userData, metaData, networkData), so metal3 deprovisions and cleans it:
+	// the next consumer never gets the last one's disk. Retain leaves the OS in place, for
+	// sites where one tenant reuses its hosts and reimaging costs too much: only
+	// Provisionings of the namespace that released a host may claim it again before metal3
+	// has deprovisioned it. Power and BMC settings are never touched.
+	// +optional
+	// +kubebuilder:default=Deprovision
+	HostRelease HostReleasePolicy `json:"hostRelease,omitempty"`
 }
+
+// HostReleasePolicy is what release does to a host's operating system.
+// +kubebuilder:validation:Enum=Deprovision;Retain
+type HostReleasePolicy string
+
+const (
+	HostReleaseDeprovision HostReleasePolicy = "Deprovision"
+	HostReleaseRetain      HostReleasePolicy = "Retain"
+)
 
 // ArtifactServer is an artifact server and the CA its certificate chains to.
 type ArtifactServer struct {
