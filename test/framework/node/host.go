@@ -174,13 +174,8 @@ func removeCgroupsOnce() error {
 	return errors.Join(errs...)
 }
 
-// mountNSPIDs are the processes in the mount namespace of pid (containerd, its shims,
-// kubelet), pid included.
-func mountNSPIDs(pid int) []int {
-	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
-	if err != nil {
-		return nil
-	}
+// processes are the pids whose /proc/<pid>/<link> (ns/mnt, exe) keep accepts.
+func processes(keep func(link func(name string) string) bool) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -188,11 +183,25 @@ func mountNSPIDs(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p)); err == nil && ns == want {
+		link := func(name string) string {
+			target, _ := os.Readlink(fmt.Sprintf("/proc/%d/%s", p, name))
+			return target
+		}
+		if keep(link) {
 			pids = append(pids, p)
 		}
 	}
 	return pids
+}
+
+// mountNSPIDs are the processes in the mount namespace of pid (containerd, its shims,
+// kubelet), pid included.
+func mountNSPIDs(pid int) []int {
+	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return nil
+	}
+	return processes(func(link func(string) string) bool { return link("ns/mnt") == want })
 }
 
 // leftoverShims are the running shims of the bin dir's containerd outside the machine's
@@ -208,20 +217,7 @@ func leftoverShims(binDir string) []int {
 	if err != nil {
 		return nil
 	}
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
-		ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p))
-		if exe == shim && ns != host {
-			pids = append(pids, p)
-		}
-	}
-	return pids
+	return processes(func(link func(string) string) bool { return link("exe") == shim && link("ns/mnt") != host })
 }
 
 // killAll SIGKILLs what pids returns until it returns nothing (or 10 s have passed).

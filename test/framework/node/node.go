@@ -74,7 +74,7 @@ func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	if missing := missingTools(opts.BinDir); len(missing) > 0 {
+	if missing := rig.MissingTools(opts.BinDir, Tools...); len(missing) > 0 {
 		return nil, fmt.Errorf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), opts.BinDir)
 	}
 	n := &Node{}
@@ -310,22 +310,5 @@ func ForTest(t framework.T, opts rig.Options) *Node {
 // missing: a missing binary is a broken setup (run hack/build-tools.sh), not an optional test.
 func RequireTools(t framework.T) {
 	t.Helper()
-	rig.RequireTools(t)
-	bin, err := rig.DefaultBinDir()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	if missing := missingTools(bin); len(missing) > 0 {
-		t.Fatalf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), bin)
-	}
-}
-
-func missingTools(bin string) []string {
-	var missing []string
-	for _, t := range Tools {
-		if _, err := os.Stat(filepath.Join(bin, t)); err != nil {
-			missing = append(missing, t)
-		}
-	}
-	return missing
+	rig.RequireTools(t, Tools...)
 }

@@ -129,7 +129,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 	if opts.NoArgoCRDs && opts.WorkflowController {
 		return nil, errors.New("rig: the workflow-controller needs Argo's CRDs (NoArgoCRDs)")
 	}
-	if missing := missingTools(opts.BinDir); len(missing) > 0 {
+	if missing := MissingTools(opts.BinDir, Tools...); len(missing) > 0 {
 		return nil, fmt.Errorf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), opts.BinDir)
 	}
 	dir, err := os.MkdirTemp("", "bpa-rig-")
@@ -202,15 +202,15 @@ func ForTest(t framework.T, opts Options) *Rig {
 }
 
 // RequireTools fails t, rather than skipping it, when the binaries from
-// hack/build-tools.sh are missing: CI always builds them first, so a missing
-// binary is a broken setup, not an optional test.
-func RequireTools(t framework.T) {
+// hack/build-tools.sh are missing (Tools, and more): CI always builds them first, so a
+// missing binary is a broken setup, not an optional test.
+func RequireTools(t framework.T, more ...string) {
 	t.Helper()
 	bin, err := DefaultBinDir()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	if missing := missingTools(bin); len(missing) > 0 {
+	if missing := MissingTools(bin, append(Tools, more...)...); len(missing) > 0 {
 		t.Fatalf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), bin)
 	}
 }
@@ -251,9 +251,10 @@ func RepoRoot() (string, error) {
 	return "", errors.New("cannot find the repository root (a folder with go.mod and hack/build-tools.sh)")
 }
 
-func missingTools(bin string) []string {
+// MissingTools are those of tools that bin lacks.
+func MissingTools(bin string, tools ...string) []string {
 	var missing []string
-	for _, t := range Tools {
+	for _, t := range tools {
 		if _, err := os.Stat(filepath.Join(bin, t)); err != nil {
 			missing = append(missing, t)
 		}
