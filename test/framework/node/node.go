@@ -55,7 +55,8 @@ type Node struct {
 	Rig *rig.Rig
 	// Dir holds the node's configuration and state, under the rig's Dir.
 	Dir string
-	// Started is how long Start took, from nothing to a Ready node with its images.
+	// Started is how long Start took, from nothing (once no other node ran) to a Ready node
+	// with its images.
 	Started time.Duration
 
 	files                               files
@@ -68,7 +69,6 @@ type Node struct {
 // Ready and kube-proxy has written the `kubernetes` Service's rules. On error everything
 // started is stopped again.
 func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
-	begin := time.Now()
 	if opts.BinDir == "" {
 		if opts.BinDir, err = rig.DefaultBinDir(); err != nil {
 			return nil, err
@@ -81,6 +81,7 @@ func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
 	if n.lock, err = lockMachine(ctx); err != nil {
 		return nil, err
 	}
+	begin := time.Now()
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Stop())

@@ -8,9 +8,10 @@
 //	r := rig.ForTest(t, rig.Options{WorkflowController: true})
 //	c := kubernetes.NewForConfigOrDie(r.RESTConfig)
 //
-// Workflow pods stay Pending in a rig: pair it with test/kubelet, which runs
-// their containers as local processes. Several rigs can run at once (each
-// picks free ports and its own temp dir).
+// Workflow pods stay Pending in a rig: start it through test/framework/node for a real
+// node (Options.Node readies the apiserver for one), or pair it with
+// test/framework/kubelet, which runs their containers as local processes. Several rigs can
+// run at once (each picks free ports and its own temp dir).
 package rig
 
 import (
