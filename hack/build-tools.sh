@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Builds the real components the test rig (test/framework/rig) runs: etcd, kube-apiserver,
 # Argo's workflow-controller and argo CLI (with Argo's web UI built from its sources),
-# plus Argo's CRDs, into bin/.
+# plus Argo's CRDs, and those of its real node (test/framework/node): Argo's executor,
+# kubelet, kube-proxy, kube-scheduler, kube-controller-manager, containerd (with its shim
+# and ctr), runc and the CNI plugins, into bin/.
 #
 #   hack/build-tools.sh                 # everything missing or out of date
 #   hack/build-tools.sh etcd argo-crds  # only these (names: etcd kube-apiserver
 #                                       #   workflow-controller argo-ui argo argo-crds kustomize
-#                                       #   golangci-lint playwright)
+#                                       #   golangci-lint playwright argoexec kubelet kube-proxy
+#                                       #   kube-scheduler kube-controller-manager containerd
+#                                       #   runc cni-plugins)
 #
 # Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
 # go.sum committed), so the builds are reproducible and never touch the
@@ -16,6 +20,11 @@
 # workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
 # kustomize 20 s (builds config/ in test/integration), golangci-lint 2 min (`make lint`), argo-ui 4 min (yarn install
 # 1 min, webpack 2.3 min and 2.6 GB of memory; needs Node.js >= 20).
+# The node's, cold (an empty build cache, on a machine busy with other builds): kubelet
+# 6 min, then kube-controller-manager 2 min, kube-proxy, kube-scheduler and kube-apiserver
+# 10 s each (the five share one module and most packages: 8 min for all, against 4 min for
+# kube-apiserver alone); argoexec 10 min (about 3 min after workflow-controller);
+# containerd, its shim and ctr 1 min; runc 25 s; the CNI plugins 10 s.
 # Builds run one after another: on a 2-core machine parallel links only thrash.
 # Each tool prints one line (what, why, how long); module downloads and compiler output
 # go to bin/logs/build-<tool>.log, shown only when a build fails.
@@ -143,7 +152,7 @@ build_argoexec() {
 	v=$(pin argo github.com/argoproj/argo-workflows/v3)
 	s="$v $(stamp_of argo)"
 	if up_to_date argoexec "$s" "$BIN/argoexec"; then echo "argoexec $v: up to date"; return; fi
-	build argoexec "$v" "3 min after workflow-controller" "$s" argoexec "$v"
+	build argoexec "$v" "3 min after workflow-controller, 10 min cold" "$s" argoexec "$v"
 }
 
 argoexec() { # <version>
@@ -359,11 +368,11 @@ argo_crds() {
 # The test node's runtime (test/framework/node). containerd without the btrfs, devmapper and
 # zfs snapshotters: they need C headers, and the node uses overlayfs.
 build_containerd() {
-	local v s m=github.com/containerd/containerd/v2 t
+	local v s m=github.com/containerd/containerd/v2
 	v=$(pin containerd $m)
 	s="$v $(stamp_of containerd)"
 	if up_to_date containerd "$s" "$BIN/containerd" "$BIN/containerd-shim-runc-v2" "$BIN/ctr"; then echo "containerd $v: up to date"; return; fi
-	build containerd "$v" "10 min" "$s" containerd_bins "$v"
+	build containerd "$v" "1 min" "$s" containerd_bins "$v"
 }
 
 containerd_bins() { # <version>
@@ -382,7 +391,7 @@ build_runc() {
 	v=$(pin runc github.com/opencontainers/runc)
 	s="$v $(stamp_of runc)"
 	if up_to_date runc "$s" "$BIN/runc"; then echo "runc $v: up to date"; return; fi
-	build runc "$v" "2 min" "$s" runc_bin "$v"
+	build runc "$v" "25 s" "$s" runc_bin "$v"
 }
 
 runc_bin() { # <version>
@@ -398,7 +407,7 @@ build_cni_plugins() {
 	s="$v $(stamp_of cni-plugins)"
 	for p in "${CNI_PLUGINS[@]}"; do outs+=("$BIN/cni/${p#*/}"); done
 	if up_to_date cni-plugins "$s" "${outs[@]}"; then echo "cni-plugins $v: up to date"; return; fi
-	build cni-plugins "$v" "30 s" "$s" cni_plugin_bins "$v"
+	build cni-plugins "$v" "10 s" "$s" cni_plugin_bins "$v"
 }
 
 cni_plugin_bins() { # <version>
@@ -423,8 +432,9 @@ for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;
 	kube-apiserver) build_kube kube-apiserver "4 min" ;;
-	kubelet) build_kube kubelet "8 min after kube-apiserver" ;;
-	kube-proxy | kube-scheduler | kube-controller-manager) build_kube "$t" "1 min after kubelet" ;;
+	kubelet) build_kube kubelet "6 min" ;;
+	kube-controller-manager) build_kube "$t" "2 min" ;;
+	kube-proxy | kube-scheduler) build_kube "$t" "10 s after kubelet" ;;
 	workflow-controller) build_workflow_controller ;;
 	argoexec) build_argoexec ;;
 	containerd) build_containerd ;;
