@@ -33,10 +33,11 @@ import (
 // TestRealNode runs pods in real containers on one node (a node takes about a minute to
 // start, so its checks share it), then stops it and looks for anything left on the machine.
 func TestRealNode(t *testing.T) {
-	links := whenNoNode(t, interfaces)
+	links, before := whenNoNode(t, interfaces), sysctls(t)
 	n := node.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true})
 	e := &env{t: t, n: n, ns: n.Rig.Namespace, c: kubernetes.NewForConfigOrDie(n.Rig.RESTConfig)}
 	e.waitServiceAccount()
+	assert.Equal(t, before, sysctls(t), "the kubelet changed none of the machine's sysctls it wants (it runs with protectKernelDefaults false)")
 
 	t.Run("secret volume mode read inside the container, and kubectl logs", e.secretMode)
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
@@ -333,4 +334,16 @@ func interfaces(t *testing.T) []string {
 		}
 	}
 	return names
+}
+
+// sysctls are the machine's values of the global sysctls the kubelet sets when they differ
+// from what it wants (1, 10, 1).
+func sysctls(t *testing.T) []string {
+	var values []string
+	for _, f := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"} {
+		v, err := os.ReadFile("/proc/sys/" + f)
+		require.NoError(t, err)
+		values = append(values, f+"="+strings.TrimSpace(string(v)))
+	}
+	return values
 }
