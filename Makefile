@@ -42,7 +42,7 @@ deps: ## Install the Debian packages the demo and the tests need, when missing (
 	@hack/deps.sh --ui
 
 .PHONY: tools
-tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, Argo's UI and CLI) into bin/, once
+tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, Argo's UI, CLI and executor, the test node's kubelet, kube-proxy, kube-scheduler, kube-controller-manager, containerd, runc, CNI plugins) into bin/, once
 	@hack/build-tools.sh
 
 .PHONY: test

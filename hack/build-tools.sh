@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Builds the real components the test rig (test/framework/rig) runs: etcd, kube-apiserver,
 # Argo's workflow-controller and argo CLI (with Argo's web UI built from its sources),
-# plus Argo's CRDs, into bin/.
+# plus Argo's CRDs, and those of its real node (test/framework/node): Argo's executor,
+# kubelet, kube-proxy, kube-scheduler, kube-controller-manager, containerd (with its shim
+# and ctr), runc and the CNI plugins, into bin/.
 #
 #   hack/build-tools.sh                 # everything missing or out of date
 #   hack/build-tools.sh etcd argo-crds  # only these (names: etcd kube-apiserver
 #                                       #   workflow-controller argo-ui argo argo-crds kustomize
-#                                       #   golangci-lint playwright)
+#                                       #   golangci-lint playwright argoexec kubelet kube-proxy
+#                                       #   kube-scheduler kube-controller-manager containerd
+#                                       #   runc cni-plugins)
 #
 # Each tool is pinned by its own module under hack/tools/<module>/ (go.mod and
 # go.sum committed), so the builds are reproducible and never touch the
@@ -16,6 +20,11 @@
 # workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
 # kustomize 20 s (builds config/ in test/integration), golangci-lint 2 min (`make lint`), argo-ui 4 min (yarn install
 # 1 min, webpack 2.3 min and 2.6 GB of memory; needs Node.js >= 20).
+# The node's, cold (an empty build cache, on a machine busy with other builds): kubelet
+# 6 min, then kube-controller-manager 2 min, kube-proxy, kube-scheduler and kube-apiserver
+# 10 s each (the five share one module and most packages: 8 min for all, against 4 min for
+# kube-apiserver alone); argoexec 10 min (about 3 min after workflow-controller);
+# containerd, its shim and ctr 1 min; runc 25 s; the CNI plugins 10 s.
 # Builds run one after another: on a 2-core machine parallel links only thrash.
 # Each tool prints one line (what, why, how long); module downloads and compiler output
 # go to bin/logs/build-<tool>.log, shown only when a build fails.
@@ -90,7 +99,22 @@ build_module_tool() {
 }
 
 build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "40 s"; }
-build_kube_apiserver() { build_module_tool kube-apiserver k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver "4 min"; }
+
+# build_kube <tool> <estimate>: one of the Kubernetes binaries, all from hack/tools/kubernetes
+# (one module: they share most packages, so each after the first mostly links). Release
+# builds stamp the version in; without it they report v0.0.0-master+$Format:%H$, which
+# `kubectl version` cannot parse and the Node's kubeletVersion shows.
+build_kube() {
+	local tool=$1 estimate=$2 v s ld="-s -w" minor pkg
+	v=$(pin kubernetes k8s.io/kubernetes)
+	s="$v $(stamp_of kubernetes)"
+	if up_to_date "$tool" "$s" "$BIN/$tool"; then echo "$tool $v: up to date"; return; fi
+	minor=${v#v1.}
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ld+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor%%.*} -X $pkg.gitTreeState=clean"
+	done
+	build "$tool" "$v" "$estimate" "$s" go -C "$TOOLS/kubernetes" build -trimpath "-ldflags=$ld" -o "$BIN/$tool" "k8s.io/kubernetes/cmd/$tool"
+}
 build_kustomize() { build_module_tool kustomize sigs.k8s.io/kustomize/kustomize/v5 sigs.k8s.io/kustomize/kustomize/v5 "20 s"; }
 build_golangci_lint() { build_module_tool golangci-lint github.com/golangci/golangci-lint/v2 github.com/golangci/golangci-lint/v2/cmd/golangci-lint "2 min"; }
 
@@ -115,6 +139,34 @@ build_workflow_controller() {
 	if up_to_date workflow-controller "$s" "$BIN/workflow-controller"; then echo "workflow-controller $v: up to date"; return; fi
 	build workflow-controller "$v" "3 min" "$s" go -C "$TOOLS/argo" build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" \
 		-o "$BIN/workflow-controller" github.com/argoproj/argo-workflows/v3/cmd/workflow-controller
+}
+
+# Argo's executor, for the executor image of the test node's pods. Upstream,
+# workflow/executor/osspecific/signal_linux.go is a git symlink to signal_darwin.go, and
+# module zips drop symlinks: from the module proxy argoexec fails with "undefined: Setpgid".
+# So it is built from a copy of the module with that file restored as a regular copy, through
+# a throw-away copy of hack/tools/argo whose go.mod replaces argo-workflows/v3 by it (the
+# committed module files stay untouched, and go.sum still checks every other module).
+build_argoexec() {
+	local v s
+	v=$(pin argo github.com/argoproj/argo-workflows/v3)
+	s="$v $(stamp_of argo)"
+	if up_to_date argoexec "$s" "$BIN/argoexec"; then echo "argoexec $v: up to date"; return; fi
+	build argoexec "$v" "3 min after workflow-controller, 10 min cold" "$s" argoexec "$v"
+}
+
+argoexec() { # <version>
+	local v=$1 work="$BIN/.work/argoexec" os
+	argo_module_copy "$work"
+	os="$work/argo-workflows/workflow/executor/osspecific"
+	[[ -e $os/signal_linux.go ]] || cp "$os/signal_darwin.go" "$os/signal_linux.go"
+	mkdir -p "$work/mod"
+	cp "$TOOLS/argo/go.mod" "$TOOLS/argo/go.sum" "$TOOLS/argo/tools.go" "$work/mod/"
+	cd "$work/mod"
+	go mod edit -replace "github.com/argoproj/argo-workflows/v3=$work/argo-workflows"
+	go build -trimpath "-ldflags=-s -w $(argo_version_ldflag "$v")" -o "$BIN/argoexec" github.com/argoproj/argo-workflows/v3/cmd/argoexec
+	cd "$ROOT"
+	rm -rf "$work"
 }
 
 # argo_module_copy <dir>: a fresh, writable copy of the argo module at <dir>/argo-workflows.
@@ -313,8 +365,62 @@ argo_crds() {
 	chmod -R u+w "$BIN/argo-crds"
 }
 
+# The test node's runtime (test/framework/node). containerd without the btrfs, devmapper and
+# zfs snapshotters: they need C headers, and the node uses overlayfs.
+build_containerd() {
+	local v s m=github.com/containerd/containerd/v2
+	v=$(pin containerd $m)
+	s="$v $(stamp_of containerd)"
+	if up_to_date containerd "$s" "$BIN/containerd" "$BIN/containerd-shim-runc-v2" "$BIN/ctr"; then echo "containerd $v: up to date"; return; fi
+	build containerd "$v" "1 min" "$s" containerd_bins "$v"
+}
+
+containerd_bins() { # <version>
+	local m=github.com/containerd/containerd/v2 t
+	for t in containerd containerd-shim-runc-v2 ctr; do
+		go -C "$TOOLS/containerd" build -trimpath -tags no_btrfs,no_devmapper,no_zfs \
+			"-ldflags=-s -w -X $m/version.Version=$1 -X $m/version.Package=$m" -o "$BIN/$t" "$m/cmd/$t"
+	done
+}
+
+# runc with seccomp (cgo and libseccomp-dev, which hack/deps.sh installs): kubelet asks
+# RuntimeDefault seccomp for every sandbox and containerd passes it on whenever the kernel
+# has seccomp, so a runc without it fails every pod ("seccomp not supported").
+build_runc() {
+	local v s
+	v=$(pin runc github.com/opencontainers/runc)
+	s="$v $(stamp_of runc)"
+	if up_to_date runc "$s" "$BIN/runc"; then echo "runc $v: up to date"; return; fi
+	build runc "$v" "25 s" "$s" runc_bin "$v"
+}
+
+runc_bin() { # <version>
+	CGO_ENABLED=1 go -C "$TOOLS/runc" build -trimpath -tags seccomp "-ldflags=-s -w -X main.version=${1#v}" -o "$BIN/runc" github.com/opencontainers/runc
+	"$BIN/runc" --version | grep -q '^libseccomp: ' # linked with seccomp, or fail
+}
+
+# The CNI plugins of the node's pod network, into bin/cni/ (containerd's CNI bin dir).
+CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap)
+build_cni_plugins() {
+	local v s p outs=()
+	v=$(pin cni-plugins github.com/containernetworking/plugins)
+	s="$v $(stamp_of cni-plugins)"
+	for p in "${CNI_PLUGINS[@]}"; do outs+=("$BIN/cni/${p#*/}"); done
+	if up_to_date cni-plugins "$s" "${outs[@]}"; then echo "cni-plugins $v: up to date"; return; fi
+	build cni-plugins "$v" "10 s" "$s" cni_plugin_bins "$v"
+}
+
+cni_plugin_bins() { # <version>
+	local m=github.com/containernetworking/plugins p
+	for p in "${CNI_PLUGINS[@]}"; do
+		go -C "$TOOLS/cni-plugins" build -trimpath "-ldflags=-s -w -X $m/pkg/utils/buildversion.BuildVersion=$1" -o "$BIN/cni/${p#*/}" "$m/plugins/$p"
+	done
+}
+
+ALL_TOOLS=(etcd argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright
+	argoexec kubelet kube-proxy kube-scheduler kube-controller-manager containerd runc cni-plugins)
 want=("$@")
-[[ ${#want[@]} -gt 0 ]] || want=(etcd argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright)
+[[ ${#want[@]} -gt 0 ]] || want=("${ALL_TOOLS[@]}")
 # The UI's prerequisites first, when it will be built (argo builds it when it never was).
 for t in "${want[@]}"; do
 	if [[ $t == argo-ui || ($t == argo && ! -f $STAMPS/argo-ui) ]]; then
@@ -325,8 +431,15 @@ done
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;
-	kube-apiserver) build_kube_apiserver ;;
+	kube-apiserver) build_kube kube-apiserver "4 min" ;;
+	kubelet) build_kube kubelet "6 min" ;;
+	kube-controller-manager) build_kube "$t" "2 min" ;;
+	kube-proxy | kube-scheduler) build_kube "$t" "10 s after kubelet" ;;
 	workflow-controller) build_workflow_controller ;;
+	argoexec) build_argoexec ;;
+	containerd) build_containerd ;;
+	runc) build_runc ;;
+	cni-plugins) build_cni_plugins ;;
 	argo-ui) build_argo_ui ;;
 	playwright) build_playwright ;;
 	argo) build_argo_cli ;;
@@ -334,7 +447,7 @@ for t in "${want[@]}"; do
 	kustomize) build_kustomize ;;
 	golangci-lint) build_golangci_lint ;;
 	*)
-		echo "unknown tool $t (want: etcd kube-apiserver workflow-controller argo-ui argo argo-crds kustomize golangci-lint playwright)" >&2
+		echo "unknown tool $t (want: ${ALL_TOOLS[*]})" >&2
 		exit 2
 		;;
 	esac

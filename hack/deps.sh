@@ -4,6 +4,11 @@
 #   ansible-core    ansible-playbook and ansible-inventory, run for real by the steps
 #   ca-certificates update-ca-certificates, run for real in each simulated host's own store
 #   curl            the simulated hosts fetch offline artifacts with it, as nodes do
+# and what the test node (test/framework/node) needs to build and run:
+#   iptables, conntrack  kube-proxy's Service rules, and their cleanup
+#   iproute2        the node's bridge (ip link, ip addr)
+#   busybox-static  the shell and tools of the test images (a static /bin/busybox)
+#   libseccomp-dev, pkg-config  runc is built with seccomp (hack/build-tools.sh runc)
 # With --ui also what the Argo web UI needs:
 #   chromium        the browser test drives Debian's chromium
 #   Node.js >= 20   builds the UI; not installable here (Debian bookworm has 18), so it is
@@ -17,13 +22,15 @@
 # With BPA_UI_OPTIONAL set (make demo, make test), a missing Node.js is said but not a
 # failure: they go on without Argo's web UI.
 #
-# DEPS_SBIN (default /usr/sbin) is where sshd and update-ca-certificates are looked for; tests of this script point it,
-# and PATH, at folders without the tools.
+# DEPS_SBIN (default /usr/sbin) is where sshd, update-ca-certificates, iptables and conntrack
+# are looked for, and DEPS_FS (default /) is the root the files busybox and seccomp.h are
+# looked for under; tests of this script point them, and PATH, at folders without the tools.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOG=${DEPS_LOG:-$ROOT/bin/logs/deps.log}
 SBIN=${DEPS_SBIN:-/usr/sbin}
+FS=${DEPS_FS:-}
 NODE_MAJOR=20
 
 ui=false check=false node_only=false
@@ -39,13 +46,27 @@ for a in "$@"; do
 	esac
 done
 
+PACKAGES=(openssh-server ansible-core ca-certificates curl iptables conntrack iproute2 busybox-static libseccomp-dev pkg-config)
+if $ui; then PACKAGES+=(chromium); fi
+
+# has <package>: the programs or files used from that Debian package are there.
+has() {
+	case $1 in
+	openssh-server) [[ -x $SBIN/sshd ]] ;;
+	ansible-core) command -v ansible-playbook && command -v ansible-inventory ;;
+	ca-certificates) [[ -x $SBIN/update-ca-certificates ]] ;;
+	iptables | conntrack) [[ -x $SBIN/$1 ]] ;;
+	iproute2) command -v ip ;;
+	busybox-static) [[ -x $FS/bin/busybox ]] ;;
+	libseccomp-dev) [[ -f $FS/usr/include/seccomp.h ]] ;;
+	*) command -v "$1" ;; # curl, pkg-config, chromium
+	esac
+}
+
 # missing_packages prints the Debian packages whose programs are not there.
 missing_packages() {
-	[[ -x $SBIN/sshd ]] || echo openssh-server
-	{ command -v ansible-playbook && command -v ansible-inventory; } >/dev/null || echo ansible-core
-	[[ -x $SBIN/update-ca-certificates ]] || echo ca-certificates
-	command -v curl >/dev/null || echo curl
-	if $ui; then command -v chromium >/dev/null || echo chromium; fi
+	local p
+	for p in "${PACKAGES[@]}"; do has "$p" >/dev/null || echo "$p"; done
 }
 
 # node_problem prints why the node on PATH cannot build the UI, or nothing.
@@ -77,7 +98,8 @@ if $node_only; then exit $problems; fi
 
 mapfile -t need < <(missing_packages)
 if ((${#need[@]} == 0)); then
-	echo "deps: openssh-server, ansible-core, ca-certificates, curl$($ui && echo ", chromium") present"
+	all="${PACKAGES[*]}"
+	echo "deps: ${all// /, } present"
 	exit $problems
 fi
 install="apt-get update && apt-get install -y --no-install-recommends ${need[*]}"

@@ -33,10 +33,20 @@ func Build(root, pkg, name string) (string, error) {
 	sum := sha256.Sum256([]byte(root))
 	path := filepath.Join(root, "bin", name+"-"+hex.EncodeToString(sum[:4]))
 	tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
-	cmd := exec.Command("go", "build", "-o", tmp, pkg)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	if err := BuildTo(root, pkg, tmp); err != nil {
+		return "", err
 	}
 	return path, os.Rename(tmp, path)
+}
+
+// BuildTo builds the Go package pkg (a path in the repository at root) into out, with env
+// (such as CGO_ENABLED=0) added to go's environment.
+func BuildTo(root, pkg, out string, env ...string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return nil
 }

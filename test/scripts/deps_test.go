@@ -23,14 +23,18 @@ type machine struct {
 	sbin  string
 	calls string // apt-get's record
 	log   string
+	fs    string // DEPS_FS: the root busybox and seccomp.h are looked for under
 	uid   string
 	sudo  bool // a sudo that works without a password
 }
 
+// nodePackages are what the test node needs (hack/deps.sh installs them after the others).
+const nodePackages = "iptables conntrack iproute2 busybox-static libseccomp-dev pkg-config"
+
 func newMachine(t *testing.T) *machine {
 	dir := t.TempDir()
 	m := &machine{t: t, path: filepath.Join(dir, "bin"), sbin: filepath.Join(dir, "sbin"),
-		calls: filepath.Join(dir, "apt-calls"), log: filepath.Join(dir, "deps.log"), uid: "0"}
+		calls: filepath.Join(dir, "apt-calls"), log: filepath.Join(dir, "deps.log"), fs: filepath.Join(dir, "fs"), uid: "0"}
 	require.NoError(t, os.MkdirAll(m.path, 0o755))
 	require.NoError(t, os.MkdirAll(m.sbin, 0o755))
 	for _, tool := range []string{"bash", "env", "mkdir", "dirname", "tail", "sed", "cat", "chmod", "sleep"} {
@@ -53,8 +57,9 @@ func (m *machine) run(args ...string) (string, int) {
 	if m.sudo {
 		m.stub("sudo", `[[ $1 == -n ]] && shift; [[ $1 == true ]] && exit 0; SUDOED=1 exec "$@"`)
 	}
-	// apt-get install creates what each package provides: sshd in sbin, the ansible
-	// programs, curl and chromium on PATH, update-ca-certificates in sbin. It refuses to run unless root (or sudo) runs it.
+	// apt-get install creates what each package provides: sshd, update-ca-certificates,
+	// iptables and conntrack in sbin; the ansible programs, curl, ip, pkg-config and chromium
+	// on PATH; busybox and seccomp.h under fs. It refuses to run unless root (or sudo) runs it.
 	m.stub("apt-get", `[[ $(id -u) == 0 || -n ${SUDOED:-} ]] || { echo "apt-get: not root" >&2; exit 100; }
 echo "$*" >>`+m.calls+`
 echo "Reading package lists..."
@@ -64,10 +69,14 @@ openssh-server) printf '#!/bin/sh\n' >`+m.sbin+`/sshd; chmod +x `+m.sbin+`/sshd 
 ca-certificates) printf '#!/bin/sh\n' >`+m.sbin+`/update-ca-certificates; chmod +x `+m.sbin+`/update-ca-certificates ;;
 curl) printf '#!/bin/sh\n' >`+m.path+`/curl; chmod +x `+m.path+`/curl ;;
 ansible-core) for b in ansible-playbook ansible-inventory; do printf '#!/bin/sh\n' >`+m.path+`/$b; chmod +x `+m.path+`/$b; done ;;
-chromium) printf '#!/bin/sh\n' >`+m.path+`/chromium; chmod +x `+m.path+`/chromium ;;
+chromium | pkg-config) printf '#!/bin/sh\n' >`+m.path+`/$p; chmod +x `+m.path+`/$p ;;
+iproute2) printf '#!/bin/sh\n' >`+m.path+`/ip; chmod +x `+m.path+`/ip ;;
+iptables | conntrack) printf '#!/bin/sh\n' >`+m.sbin+`/$p; chmod +x `+m.sbin+`/$p ;;
+busybox-static) mkdir -p `+m.fs+`/bin; printf '#!/bin/sh\n' >`+m.fs+`/bin/busybox; chmod +x `+m.fs+`/bin/busybox ;;
+libseccomp-dev) mkdir -p `+m.fs+`/usr/include; : >`+m.fs+`/usr/include/seccomp.h ;;
 esac; done`)
 	cmd := exec.Command(filepath.Join(root, "hack", "deps.sh"), args...)
-	cmd.Env = []string{"PATH=" + m.path, "DEPS_SBIN=" + m.sbin, "DEPS_LOG=" + m.log, "HOME=" + m.t.TempDir()}
+	cmd.Env = []string{"PATH=" + m.path, "DEPS_SBIN=" + m.sbin, "DEPS_FS=" + m.fs, "DEPS_LOG=" + m.log, "HOME=" + m.t.TempDir()}
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -95,20 +104,20 @@ func TestDepsInstallsWhatIsMissingAsRoot(t *testing.T) {
 	m := newMachine(t)
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Regexp(t, `^deps: installing openssh-server ansible-core ca-certificates curl with apt-get \(log: `+m.log+`\)\.\.\. done in \d+s\n$`, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl"}, m.aptCalls())
+	assert.Regexp(t, `^deps: installing openssh-server ansible-core ca-certificates curl `+nodePackages+` with apt-get \(log: `+m.log+`\)\.\.\. done in \d+s\n$`, out)
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl " + nodePackages}, m.aptCalls())
 	log, err := os.ReadFile(m.log)
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "Reading package lists...")
 
 	out, code = m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl present\n", out)
+	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, "+strings.ReplaceAll(nodePackages, " ", ", ")+" present\n", out)
 	assert.Len(t, m.aptCalls(), 2, "nothing more installed")
 }
 
-// TestDepsOnlyWhatIsMissing: with ansible and curl present, only openssh-server and
-// ca-certificates are installed.
+// TestDepsOnlyWhatIsMissing: with ansible and curl present, only openssh-server,
+// ca-certificates and the node's packages are installed.
 func TestDepsOnlyWhatIsMissing(t *testing.T) {
 	m := newMachine(t)
 	m.stub("ansible-playbook", "")
@@ -116,7 +125,7 @@ func TestDepsOnlyWhatIsMissing(t *testing.T) {
 	m.stub("curl", "")
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ca-certificates"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ca-certificates " + nodePackages}, m.aptCalls())
 }
 
 // TestDepsUsesSudo: a user with a working sudo installs through it.
@@ -125,7 +134,7 @@ func TestDepsUsesSudo(t *testing.T) {
 	m.uid, m.sudo = "1000", true
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl " + nodePackages}, m.aptCalls())
 }
 
 // TestDepsWithoutRootOrSudo: nothing is run; one message gives the exact command.
@@ -134,8 +143,8 @@ func TestDepsWithoutRootOrSudo(t *testing.T) {
 	m.uid = "1000"
 	out, code := m.run()
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "deps: missing Debian packages openssh-server ansible-core ca-certificates curl. As root, run:\n"+
-		"      apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl\n"+
+	assert.Equal(t, "deps: missing Debian packages openssh-server ansible-core ca-certificates curl "+nodePackages+". As root, run:\n"+
+		"      apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl "+nodePackages+"\n"+
 		"      then run make again.\n", out)
 	assert.Empty(t, m.aptCalls())
 }
@@ -148,19 +157,19 @@ func TestDepsUI(t *testing.T) {
 	out, code := m.run("--ui", "--check")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "deps: Node.js 18.19.0 is too old: the Argo UI build needs Node.js >= 20")
-	assert.Contains(t, out, "deps: missing openssh-server ansible-core ca-certificates curl chromium (install: apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl chromium)")
+	assert.Contains(t, out, "deps: missing openssh-server ansible-core ca-certificates curl "+nodePackages+" chromium (install: apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl "+nodePackages+" chromium)")
 	assert.Empty(t, m.aptCalls(), "--check installs nothing")
 
 	require.NoError(t, os.Remove(filepath.Join(m.path, "node")))
 	out, code = m.run("--ui")
 	assert.Equal(t, 1, code, "no node: still a failure once the packages are in")
 	assert.Contains(t, out, "deps: Node.js is not installed: the Argo UI build needs Node.js >= 20")
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl chromium"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl " + nodePackages + " chromium"}, m.aptCalls())
 
 	m.stub("node", "echo v20.20.2")
 	out, code = m.run("--ui")
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, chromium present\n", out)
+	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, "+strings.ReplaceAll(nodePackages, " ", ", ")+", chromium present\n", out)
 }
 
 // TestDepsNode: --node checks Node.js alone (what the UI build needs), installing nothing.

@@ -198,7 +198,11 @@ func (r *Rig) startWorkflowController(ctx context.Context) error {
 	if _, err := c.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	p, err := r.spawn("workflow-controller",
+	image := r.opts.ExecutorImage
+	if image == "" {
+		image = "quay.io/argoproj/argoexec:" + ArgoVersion
+	}
+	p, err := r.Spawn("workflow-controller",
 		[]string{
 			"LEADER_ELECTION_DISABLE=true",
 			// Pod and task-result events requeue a Workflow after this delay
@@ -211,7 +215,7 @@ func (r *Rig) startWorkflowController(ctx context.Context) error {
 		"--namespace="+ArgoNamespace,
 		"--namespaced",
 		"--managed-namespace="+r.Namespace,
-		"--executor-image=quay.io/argoproj/argoexec:"+ArgoVersion,
+		"--executor-image="+image,
 	)
 	if err != nil {
 		return err
@@ -260,7 +264,7 @@ func (r *Rig) StartArgoServer(ctx context.Context, port int) (string, error) {
 			p = freePort()
 		}
 		url = fmt.Sprintf("http://127.0.0.1:%d", p)
-		proc, err := r.spawn("argo-server", []string{"KUBECONFIG=" + r.Kubeconfig}, "argo", "server",
+		proc, err := r.Spawn("argo-server", []string{"KUBECONFIG=" + r.Kubeconfig}, "argo", "server",
 			"--auth-mode=server", "--secure=false", fmt.Sprintf("--port=%d", p),
 			// Its configuration is the controller's ConfigMap, in the controller's namespace.
 			"--namespace="+ArgoNamespace, "--namespaced", "--managed-namespace="+r.Namespace)

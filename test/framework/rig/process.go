@@ -3,6 +3,7 @@ package rig
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +19,9 @@ import (
 // stopGrace is how long a child gets between SIGTERM and SIGKILL.
 const stopGrace = 5 * time.Second
 
-// process is one child of the rig: etcd, a kube-apiserver or the
-// workflow-controller.
-type process struct {
+// Process is one child of the rig: etcd, a kube-apiserver, the
+// workflow-controller, or one of a real node's (test/framework/node).
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -31,7 +32,7 @@ type process struct {
 
 // spawn starts bin with args, logging to <logDir>/<name>.log (and to extra,
 // line by line with a "[name] " prefix, when it is non-nil).
-func spawn(logDir, name string, extra io.Writer, env []string, bin string, args ...string) (*process, error) {
+func spawn(logDir, name string, extra io.Writer, env []string, bin string, args ...string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func spawn(logDir, name string, extra io.Writer, env []string, bin string, args 
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -68,7 +69,20 @@ func spawn(logDir, name string, extra io.Writer, env []string, bin string, args 
 	return p, nil
 }
 
-func (p *process) exited() bool {
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// LogPath is the file the process logs to.
+func (p *Process) LogPath() string { return p.logPath }
+
+// WaitReady polls ready until it succeeds, the process exits, or timeout; its error
+// carries the last lines of the process log.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
+	return waitFor(ctx, p, timeout, ready)
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -77,10 +91,10 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after stopGrace, and
+// Stop sends SIGTERM to the process group, then SIGKILL after stopGrace, and
 // waits for the process to be reaped.
-func (p *process) stop() {
-	if p.exited() {
+func (p *Process) Stop() {
+	if p.Exited() {
 		return
 	}
 	pgid := -p.cmd.Process.Pid
@@ -96,15 +110,15 @@ func (p *process) stop() {
 }
 
 // tail returns the last n lines of the process log.
-func (p *process) tail(n int) string {
+func (p *Process) tail(n int) string {
 	return TailFile(p.logPath, n)
 }
 
 // failure wraps err with the exit status and the last log lines, so a failed
 // start explains itself without digging in the rig directory.
-func (p *process) failure(err error) error {
+func (p *Process) failure(err error) error {
 	status := "still running"
-	if p.exited() {
+	if p.Exited() {
 		status = fmt.Sprintf("exited: %v", p.err)
 	}
 	return fmt.Errorf("%s (%s): %w\n--- last lines of %s ---\n%s", p.name, status, err, p.logPath, p.tail(30))

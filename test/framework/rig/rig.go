@@ -8,9 +8,10 @@
 //	r := rig.ForTest(t, rig.Options{WorkflowController: true})
 //	c := kubernetes.NewForConfigOrDie(r.RESTConfig)
 //
-// Workflow pods stay Pending in a rig: pair it with test/kubelet, which runs
-// their containers as local processes. Several rigs can run at once (each
-// picks free ports and its own temp dir).
+// Workflow pods stay Pending in a rig: start it through test/framework/node for a real
+// node (Options.Node readies the apiserver for one), or pair it with
+// test/framework/kubelet, which runs their containers as local processes. Several rigs can
+// run at once (each picks free ports and its own temp dir).
 package rig
 
 import (
@@ -65,6 +66,11 @@ type Options struct {
 	// a LogDir of the caller's in place, so `make demo` can point at the logs of a failed
 	// run after it has stopped everything.
 	LogDir string
+	// Node, when set, readies the main apiserver for a real node (test/framework/node).
+	Node *NodeOptions
+	// ExecutorImage is the workflow-controller's --executor-image, the image of Argo's
+	// executor in every Workflow pod. Default quay.io/argoproj/argoexec:<ArgoVersion>.
+	ExecutorImage string
 	// EtcdMaxRequestBytes, when set, is etcd's --max-request-bytes (1.5 MiB by default): a
 	// small value lets a test meet etcd's "request is too large" with objects of test size.
 	// Every object the rig itself stores must fit (the largest is a CRD of about 60 KiB).
@@ -103,7 +109,7 @@ type Rig struct {
 	etcdURL string
 
 	mu      sync.Mutex
-	procs   []*process
+	procs   []*Process
 	app     *AppAPIServer
 	stopped bool
 }
@@ -124,7 +130,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 	if opts.NoArgoCRDs && opts.WorkflowController {
 		return nil, errors.New("rig: the workflow-controller needs Argo's CRDs (NoArgoCRDs)")
 	}
-	if missing := missingTools(opts.BinDir); len(missing) > 0 {
+	if missing := MissingTools(opts.BinDir, Tools...); len(missing) > 0 {
 		return nil, fmt.Errorf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), opts.BinDir)
 	}
 	dir, err := os.MkdirTemp("", "bpa-rig-")
@@ -150,7 +156,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 	if err = r.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	main, err := r.startAPIServer(ctx, "kube-apiserver", "/registry", "127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)})
+	main, err := r.startAPIServer(ctx, r.mainAPIServer())
 	if err != nil {
 		return nil, err
 	}
@@ -197,15 +203,15 @@ func ForTest(t framework.T, opts Options) *Rig {
 }
 
 // RequireTools fails t, rather than skipping it, when the binaries from
-// hack/build-tools.sh are missing: CI always builds them first, so a missing
-// binary is a broken setup, not an optional test.
-func RequireTools(t framework.T) {
+// hack/build-tools.sh are missing (Tools, and more): CI always builds them first, so a
+// missing binary is a broken setup, not an optional test.
+func RequireTools(t framework.T, more ...string) {
 	t.Helper()
 	bin, err := DefaultBinDir()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	if missing := missingTools(bin); len(missing) > 0 {
+	if missing := MissingTools(bin, append(Tools, more...)...); len(missing) > 0 {
 		t.Fatalf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), bin)
 	}
 }
@@ -246,9 +252,10 @@ func RepoRoot() (string, error) {
 	return "", errors.New("cannot find the repository root (a folder with go.mod and hack/build-tools.sh)")
 }
 
-func missingTools(bin string) []string {
+// MissingTools are those of tools that bin lacks.
+func MissingTools(bin string, tools ...string) []string {
 	var missing []string
-	for _, t := range Tools {
+	for _, t := range tools {
 		if _, err := os.Stat(filepath.Join(bin, t)); err != nil {
 			missing = append(missing, t)
 		}
@@ -267,7 +274,7 @@ func (r *Rig) Stop() error {
 	r.stopped = true
 	r.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].stop()
+		procs[i].Stop()
 	}
 	if already || r.opts.KeepDir {
 		return nil
@@ -281,7 +288,7 @@ func (r *Rig) PIDs() []int {
 	defer r.mu.Unlock()
 	var pids []int
 	for _, p := range r.procs {
-		if !p.exited() {
+		if !p.Exited() {
 			pids = append(pids, p.cmd.Process.Pid)
 		}
 	}
@@ -295,7 +302,7 @@ func (r *Rig) Exited() []string {
 	defer r.mu.Unlock()
 	var out []string
 	for _, p := range r.procs {
-		if p.exited() {
+		if p.Exited() {
 			out = append(out, p.logPath)
 		}
 	}
@@ -313,13 +320,18 @@ func (r *Rig) LogTails(n int) string {
 	return b.String()
 }
 
-func (r *Rig) spawn(name string, env []string, bin string, args ...string) (*process, error) {
+// Spawn starts bin (a path, or a name in BinDir) as one of the rig's processes: it logs to
+// <LogDir>/<name>.log and Stop stops it, if its owner has not (Process.Stop) before.
+func (r *Rig) Spawn(name string, env []string, bin string, args ...string) (*Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return nil, errors.New("rig stopped")
 	}
-	p, err := spawn(r.LogDir, name, r.opts.Log, env, filepath.Join(r.BinDir, bin), args...)
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(r.BinDir, bin)
+	}
+	p, err := spawn(r.LogDir, name, r.opts.Log, env, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +360,7 @@ func (r *Rig) startEtcd(ctx context.Context) error {
 		if n := r.opts.EtcdMaxRequestBytes; n > 0 {
 			args = append(args, "--max-request-bytes="+strconv.Itoa(n))
 		}
-		p, err := r.spawn("etcd", nil, "etcd", args...)
+		p, err := r.Spawn("etcd", nil, "etcd", args...)
 		if err != nil {
 			return err
 		}
@@ -389,7 +401,7 @@ func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	if app != nil {
 		return app, nil
 	}
-	app, err := r.startAPIServer(ctx, "app-apiserver", "/app", "0.0.0.0", simulatedNodeIPs())
+	app, err := r.startAPIServer(ctx, apiServerSpec{name: "app-apiserver", etcdPrefix: "/app", bind: "0.0.0.0", certIPs: simulatedNodeIPs()})
 	if err != nil {
 		return nil, err
 	}
@@ -399,57 +411,78 @@ func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	return app, nil
 }
 
+// apiServerSpec is what differs between the rig's apiservers.
+type apiServerSpec struct {
+	name, etcdPrefix string
+	bind             string // --bind-address
+	host             string // the URL's host and --advertise-address; default 127.0.0.1
+	certIPs          []net.IP
+	users            []user   // static tokens besides the admin's
+	args             []string // replace defaultAPIServerArgs
+}
+
+// defaultAPIServerArgs are the flags of an apiserver without a real node.
+var defaultAPIServerArgs = []string{
+	"--authorization-mode=RBAC",
+	// Without a controller-manager no token controller runs, and pods
+	// name service accounts that may not exist yet.
+	"--disable-admission-plugins=ServiceAccount",
+	// The "kubernetes" Service endpoints cannot be a loopback address
+	// (the reconciler logs an error every 10 s); nothing here uses them.
+	"--endpoint-reconciler-type=none",
+}
+
 // startAPIServer runs a kube-apiserver on the rig's etcd and waits for /readyz.
-func (r *Rig) startAPIServer(ctx context.Context, name, etcdPrefix, bindAddress string, certIPs []net.IP) (*AppAPIServer, error) {
-	dir := filepath.Join(r.Dir, name)
+func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPIServer, error) {
+	dir := filepath.Join(r.Dir, spec.name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	f := func(n string) string { return filepath.Join(dir, n) }
-	if err := r.ca.issueServing(f("serving.crt"), f("serving.key"), certIPs); err != nil {
+	if spec.host == "" {
+		spec.host = "127.0.0.1"
+	}
+	if spec.args == nil {
+		spec.args = defaultAPIServerArgs
+	}
+	if err := r.ca.issueServing(f("serving.crt"), f("serving.key"), spec.certIPs); err != nil {
 		return nil, err
 	}
 	if err := writeServiceAccountKeys(f("sa.key"), f("sa.pub")); err != nil {
 		return nil, err
 	}
 	token := randomToken()
-	if err := os.WriteFile(f("tokens.csv"), []byte(token+",admin,admin,system:masters\n"), 0o600); err != nil {
+	if err := writeTokens(f("tokens.csv"), append([]user{{name: "admin", groups: "system:masters", token: token}}, spec.users...)); err != nil {
 		return nil, err
 	}
 	var srv *AppAPIServer
 	err := retryPorts(func() error {
 		port := freePort()
-		url := fmt.Sprintf("https://127.0.0.1:%d", port)
-		p, err := r.spawn(name, nil, "kube-apiserver",
-			"--etcd-servers="+r.etcdURL,
-			"--etcd-prefix="+etcdPrefix,
-			"--bind-address="+bindAddress,
-			"--advertise-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(port),
-			"--cert-dir="+dir,
-			"--tls-cert-file="+f("serving.crt"),
-			"--tls-private-key-file="+f("serving.key"),
-			"--service-account-key-file="+f("sa.pub"),
-			"--service-account-signing-key-file="+f("sa.key"),
+		url := fmt.Sprintf("https://%s:%d", spec.host, port)
+		args := append([]string{
+			"--etcd-servers=" + r.etcdURL,
+			"--etcd-prefix=" + spec.etcdPrefix,
+			"--bind-address=" + spec.bind,
+			"--advertise-address=" + spec.host,
+			"--secure-port=" + strconv.Itoa(port),
+			"--cert-dir=" + dir,
+			"--tls-cert-file=" + f("serving.crt"),
+			"--tls-private-key-file=" + f("serving.key"),
+			"--service-account-key-file=" + f("sa.pub"),
+			"--service-account-signing-key-file=" + f("sa.key"),
 			"--service-account-issuer=https://kubernetes.default.svc",
-			"--token-auth-file="+f("tokens.csv"),
-			"--authorization-mode=RBAC",
-			"--service-cluster-ip-range=10.0.0.0/24",
-			// Without a controller-manager no token controller runs, and pods
-			// name service accounts that may not exist yet.
-			"--disable-admission-plugins=ServiceAccount",
+			"--token-auth-file=" + f("tokens.csv"),
+			"--service-cluster-ip-range=" + serviceCIDR,
 			// One client per test: fairness queuing only adds start-up work.
 			"--enable-priority-and-fairness=false",
-			// The "kubernetes" Service endpoints cannot be a loopback address
-			// (the reconciler logs an error every 10 s); nothing here uses them.
-			"--endpoint-reconciler-type=none",
-			// Logs, exec and port-forward go to a stand-in kubelet's API (test/kubelet),
-			// over TLS verified both ways, at the address its Node reports.
-			"--kubelet-certificate-authority="+r.file(caFile),
-			"--kubelet-client-certificate="+r.file(kubeletClientCert),
-			"--kubelet-client-key="+r.file(kubeletClientKey),
+			// Logs, exec and port-forward go to the kubelet's API (a real one, or
+			// test/framework/kubelet), over TLS verified both ways, at the address its Node reports.
+			"--kubelet-certificate-authority=" + r.file(caFile),
+			"--kubelet-client-certificate=" + r.file(kubeletClientCert),
+			"--kubelet-client-key=" + r.file(kubeletClientKey),
 			"--kubelet-preferred-address-types=InternalIP",
-		)
+		}, spec.args...)
+		p, err := r.Spawn(spec.name, nil, "kube-apiserver", args...)
 		if err != nil {
 			return err
 		}
@@ -463,6 +496,11 @@ func (r *Rig) startAPIServer(ctx context.Context, name, etcdPrefix, bindAddress 
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, u := range spec.users {
+		if err := clientcmd.WriteToFile(*kubeconfig(srv.URL, srv.CAData, u.token), f(u.component+".kubeconfig")); err != nil {
+			return nil, err
+		}
 	}
 	cfg := kubeconfig(srv.URL, srv.CAData, srv.Token)
 	if err := clientcmd.WriteToFile(*cfg, srv.Kubeconfig); err != nil {

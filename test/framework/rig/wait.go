@@ -38,14 +38,14 @@ func retryPorts(start func() error) error {
 }
 
 // waitFor polls ready until it succeeds, the process exits, or timeout.
-func waitFor(ctx context.Context, p *process, timeout time.Duration, ready func(context.Context) error) error {
+func waitFor(ctx context.Context, p *Process, timeout time.Duration, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if p.exited() {
+		if p.Exited() {
 			err := fmt.Errorf("exited before ready (last check: %v)", last)
 			if grepFile(p.logPath, "address already in use") {
 				err = fmt.Errorf("%w: %w", errAddrInUse, err)

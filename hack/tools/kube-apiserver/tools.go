@@ -1,7 +1,0 @@
-//go:build tools
-
-// Package tools records the main package built from this module so that
-// `go mod tidy` keeps its dependencies.
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"

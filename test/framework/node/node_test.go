@@ -1,0 +1,349 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/akraino-edge-stack/bpa/test/framework/node"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+)
+
+// TestRealNode runs pods in real containers on one node (a node takes about a minute to
+// start, so its checks share it), then stops it and looks for anything left on the machine.
+func TestRealNode(t *testing.T) {
+	links, before := whenNoNode(t, interfaces), sysctls(t)
+	n := node.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true})
+	e := &env{t: t, n: n, ns: n.Rig.Namespace, c: kubernetes.NewForConfigOrDie(n.Rig.RESTConfig)}
+	e.waitServiceAccount()
+	assert.Equal(t, before, sysctls(t), "the kubelet changed none of the machine's sysctls it wants (it runs with protectKernelDefaults false)")
+
+	t.Run("secret volume mode read inside the container, and kubectl logs", e.secretMode)
+	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
+	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
+	t.Run("pod start", e.podStart)
+
+	t.Run("Stop leaves nothing on the machine", func(t *testing.T) {
+		dir := n.Rig.Dir
+		require.NoError(t, n.Stop())
+		// No other test's node may start meanwhile.
+		release, err := node.Exclusive(e.ctx())
+		require.NoError(t, err)
+		defer func() { require.NoError(t, release()) }()
+		_, err = os.Stat("/sys/class/net/bpanode0")
+		assert.True(t, os.IsNotExist(err), "bridge bpanode0 removed (stat: %v)", err)
+		assert.Equal(t, links, interfaces(t), "network interfaces as before: no pod's veth, so no pod netns")
+		left, err := node.IPTablesLeftovers()
+		require.NoError(t, err)
+		assert.Empty(t, left, "KUBE-* or CNI-* chains in iptables")
+		mounts, err := os.ReadFile("/proc/self/mountinfo")
+		require.NoError(t, err)
+		assert.NotContains(t, string(mounts), dir, "mounts under the node's dir")
+		cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/bpa-node")
+		assert.Empty(t, cgroups, "cgroups")
+		_, err = os.Stat(dir)
+		assert.True(t, os.IsNotExist(err), "%s removed (stat: %v)", dir, err)
+		for _, d := range []string{"/run/containerd", "/var/lib/cni"} {
+			entries, err := os.ReadDir(d)
+			assert.True(t, os.IsNotExist(err) || len(entries) > 0, "%s: the empty mount point made for the node is left (%v)", d, err)
+		}
+		assert.Empty(t, processesOf(t, n.Rig.BinDir), "processes of the bin dir's binaries")
+	})
+}
+
+type env struct {
+	t  *testing.T
+	n  *node.Node
+	ns string
+	c  kubernetes.Interface
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// waitServiceAccount waits for the controller-manager to create the namespace's default
+// ServiceAccount and kube-root-ca.crt, without which a pod is refused.
+func (e *env) waitServiceAccount() {
+	ctx := e.ctx()
+	require.NoError(e.t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, saErr := e.c.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
+		_, cmErr := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return saErr == nil && cmErr == nil, nil
+	}), "kube-controller-manager creates ServiceAccount default and ConfigMap kube-root-ca.crt")
+}
+
+// runPod creates a busybox pod running script and returns its final phase.
+func (e *env) runPod(t *testing.T, name, script string, mutate func(*corev1.Pod)) corev1.PodPhase {
+	ctx := e.ctx()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name: "main", Image: node.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", script},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(pod)
+	}
+	_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var phase corev1.PodPhase
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase = p.Status.Phase
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	}), "pod %s ends", name)
+	return phase
+}
+
+// kubectlLogs is `kubectl logs` with the rig's admin kubeconfig: apiserver, then the
+// kubelet's API on the node's address.
+func (e *env) kubectlLogs(t *testing.T, args ...string) string {
+	out, err := exec.Command("kubectl", append([]string{"--kubeconfig", e.n.Rig.Kubeconfig, "-n", e.ns, "logs"}, args...)...).CombinedOutput()
+	require.NoError(t, err, "kubectl logs: %s", out)
+	return string(out)
+}
+
+func (e *env) secretMode(t *testing.T) {
+	_, err := e.c.CoreV1().Secrets(e.ns).Create(e.ctx(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "key"},
+		StringData: map[string]string{"id_ed25519": "not a real key"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	phase := e.runPod(t, "secret-mode", `echo "mode $(stat -L -c %a /secret/id_ed25519)"`, func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "key", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: "key", DefaultMode: ptr.To[int32](0o440)}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "key", MountPath: "/secret"}}
+	})
+	assert.Equal(t, corev1.PodSucceeded, phase)
+	assert.Equal(t, "mode 440\n", e.kubectlLogs(t, "secret-mode"))
+}
+
+func (e *env) serviceAccountToken(t *testing.T) {
+	phase := e.runPod(t, "whoami", `echo "service $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"; probe whoami`, nil)
+	logs := e.kubectlLogs(t, "whoami")
+	assert.Equal(t, corev1.PodSucceeded, phase, logs)
+	assert.Equal(t, fmt.Sprintf("service %s:443\nsystem:serviceaccount:%s:default\n", rig.KubernetesServiceIP, e.ns), logs)
+}
+
+// twoSteps passes produce's output parameter, read by Argo's wait container from a file the
+// step wrote, to consume.
+const twoSteps = `apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: two-steps}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    steps:
+    - - name: produce
+        template: produce
+    - - name: consume
+        template: consume
+        arguments:
+          parameters: [{name: msg, value: "{{steps.produce.outputs.parameters.msg}}"}]
+  - name: produce
+    container:
+      image: ` + node.BusyboxImage + `
+      command: [sh, -c, "printf 'passed-%s' $(hostname) > /tmp/out.txt"]
+    outputs:
+      parameters: [{name: msg, valueFrom: {path: /tmp/out.txt}}]
+  - name: consume
+    inputs:
+      parameters: [{name: msg}]
+    container:
+      image: ` + node.BusyboxImage + `
+      command: [sh, -c, "echo got: {{inputs.parameters.msg}}"]
+`
+
+func (e *env) workflowOutputParameter(t *testing.T) {
+	ctx := e.ctx()
+	// What Argo's executor needs: its wait container reports outputs as WorkflowTaskResults.
+	_, err := e.c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "argo-executor"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"workflowtaskresults"}, Verbs: []string{"create", "patch"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = e.c.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "argo-executor"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "argo-executor"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: e.ns}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	var wf unstructured.Unstructured
+	require.NoError(t, yaml.Unmarshal([]byte(twoSteps), &wf.Object))
+	wfs := dynamic.NewForConfigOrDie(e.n.Rig.RESTConfig).Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}).Namespace(e.ns)
+	start := time.Now()
+	_, err = wfs.Create(ctx, &wf, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var phase string
+	var got *unstructured.Unstructured
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if got, err = wfs.Get(ctx, "two-steps", metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(got.Object, "status", "phase")
+		return phase == "Succeeded" || phase == "Failed" || phase == "Error", nil
+	}))
+	t.Logf("two-step Workflow %s in %s", phase, time.Since(start).Round(100*time.Millisecond))
+	status, _ := yaml.Marshal(got.Object["status"])
+	require.Equal(t, "Succeeded", phase, "%s", status)
+
+	pods, err := e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=two-steps"})
+	require.NoError(t, err)
+	var consume, produce string
+	for _, p := range pods.Items {
+		switch {
+		case strings.Contains(p.Name, "consume"):
+			consume = p.Name
+		case strings.Contains(p.Name, "produce"):
+			produce = p.Name
+		}
+	}
+	require.NotEmpty(t, consume, "consume's pod")
+	// Argo's emissary logs its own line after the step's.
+	logs := e.kubectlLogs(t, consume, "-c", "main")
+	assert.Equal(t, "got: passed-"+produce, strings.Split(logs, "\n")[0],
+		"consume got the parameter produce wrote (its hostname is its pod's name): %s", logs)
+}
+
+// podStart measures create to Running (or past it) of pods started one after another, and
+// the node's memory, and logs them.
+func (e *env) podStart(t *testing.T) {
+	const n = 10
+	ctx := e.ctx()
+	var took []time.Duration
+	for i := range n {
+		name := "start-" + strconv.Itoa(i)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "main", Image: node.BusyboxImage, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "60"}}},
+			},
+		}
+		start := time.Now()
+		_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase != corev1.PodPending, err
+		}))
+		took = append(took, time.Since(start))
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("pod create to Running, n=%d: p50 %s, min %s, max %s", n, took[n/2].Round(10*time.Millisecond),
+		took[0].Round(10*time.Millisecond), took[n-1].Round(10*time.Millisecond))
+	t.Logf("with %d pods running: kubelet RSS %d MiB, containerd RSS %d MiB", n, rssMiB(t, "kubelet"), rssMiB(t, "containerd"))
+	require.NoError(t, e.c.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+}
+
+// rssMiB is the resident memory of the running bin-dir program called name.
+func rssMiB(t *testing.T, name string) int {
+	bin, err := rig.DefaultBinDir()
+	require.NoError(t, err)
+	pids := processesOf(t, bin)[name]
+	require.Len(t, pids, 1, "one %s", name)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			return kb / 1024
+		}
+	}
+	t.Fatalf("no VmRSS for %s", name)
+	return 0
+}
+
+// processesOf maps the node's programs in binDir to the pids running them.
+func processesOf(t *testing.T, binDir string) map[string][]int {
+	real, err := filepath.EvalSymlinks(binDir)
+	require.NoError(t, err)
+	found := map[string][]int{}
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || filepath.Dir(exe) != real {
+			continue
+		}
+		switch b := filepath.Base(exe); b {
+		case "kubelet", "containerd", "containerd-shim-runc-v2", "kube-proxy", "runc":
+			found[b] = append(found[b], pid)
+		}
+	}
+	return found
+}
+
+// whenNoNode returns what f sees while no node runs on the machine (another test's node
+// may be running when it is called).
+func whenNoNode[V any](t *testing.T, f func(*testing.T) V) V {
+	release, err := node.Exclusive(context.Background())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, release()) }()
+	return f(t)
+}
+
+// interfaces are the machine's network interfaces but the node's bridge, which a killed
+// test may have left (the next node removes it).
+func interfaces(t *testing.T) []string {
+	ifs, err := net.Interfaces()
+	require.NoError(t, err)
+	var names []string
+	for _, i := range ifs {
+		if i.Name != "bpanode0" {
+			names = append(names, i.Name)
+		}
+	}
+	return names
+}
+
+// sysctls are the machine's values of the global sysctls the kubelet sets when they differ
+// from what it wants (1, 10, 1).
+func sysctls(t *testing.T) []string {
+	var values []string
+	for _, f := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"} {
+		v, err := os.ReadFile("/proc/sys/" + f)
+		require.NoError(t, err)
+		values = append(values, f+"="+strings.TrimSpace(string(v)))
+	}
+	return values
+}
