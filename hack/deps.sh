@@ -4,6 +4,8 @@
 #   ansible-core    ansible-playbook and ansible-inventory, run for real by the steps
 #   ca-certificates update-ca-certificates, run for real in each simulated host's own store
 #   curl            the simulated hosts fetch offline artifacts with it, as nodes do
+#   busybox-static  the shell and tools of Argo's executor image (hack/images)
+#   mmdebstrap      builds the stand-in kubespray image's Debian root filesystem (hack/images)
 # With --ui also what the Argo web UI needs:
 #   chromium        the browser test drives Debian's chromium
 #   Node.js >= 20   builds the UI; not installable here (Debian bookworm has 18), so it is
@@ -45,6 +47,8 @@ missing_packages() {
 	{ command -v ansible-playbook && command -v ansible-inventory; } >/dev/null || echo ansible-core
 	[[ -x $SBIN/update-ca-certificates ]] || echo ca-certificates
 	command -v curl >/dev/null || echo curl
+	command -v busybox >/dev/null || echo busybox-static
+	command -v mmdebstrap >/dev/null || echo mmdebstrap
 	if $ui; then command -v chromium >/dev/null || echo chromium; fi
 }
 
@@ -77,7 +81,7 @@ if $node_only; then exit $problems; fi
 
 mapfile -t need < <(missing_packages)
 if ((${#need[@]} == 0)); then
-	echo "deps: openssh-server, ansible-core, ca-certificates, curl$($ui && echo ", chromium") present"
+	echo "deps: openssh-server, ansible-core, ca-certificates, curl, busybox-static, mmdebstrap$($ui && echo ", chromium") present"
 	exit $problems
 fi
 install="apt-get update && apt-get install -y --no-install-recommends ${need[*]}"

@@ -64,6 +64,8 @@ openssh-server) printf '#!/bin/sh\n' >`+m.sbin+`/sshd; chmod +x `+m.sbin+`/sshd 
 ca-certificates) printf '#!/bin/sh\n' >`+m.sbin+`/update-ca-certificates; chmod +x `+m.sbin+`/update-ca-certificates ;;
 curl) printf '#!/bin/sh\n' >`+m.path+`/curl; chmod +x `+m.path+`/curl ;;
 ansible-core) for b in ansible-playbook ansible-inventory; do printf '#!/bin/sh\n' >`+m.path+`/$b; chmod +x `+m.path+`/$b; done ;;
+busybox-static) printf '#!/bin/sh\n' >`+m.path+`/busybox; chmod +x `+m.path+`/busybox ;;
+mmdebstrap) printf '#!/bin/sh\n' >`+m.path+`/mmdebstrap; chmod +x `+m.path+`/mmdebstrap ;;
 chromium) printf '#!/bin/sh\n' >`+m.path+`/chromium; chmod +x `+m.path+`/chromium ;;
 esac; done`)
 	cmd := exec.Command(filepath.Join(root, "hack", "deps.sh"), args...)
@@ -95,15 +97,15 @@ func TestDepsInstallsWhatIsMissingAsRoot(t *testing.T) {
 	m := newMachine(t)
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Regexp(t, `^deps: installing openssh-server ansible-core ca-certificates curl with apt-get \(log: `+m.log+`\)\.\.\. done in \d+s\n$`, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl"}, m.aptCalls())
+	assert.Regexp(t, `^deps: installing openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap with apt-get \(log: `+m.log+`\)\.\.\. done in \d+s\n$`, out)
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap"}, m.aptCalls())
 	log, err := os.ReadFile(m.log)
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "Reading package lists...")
 
 	out, code = m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl present\n", out)
+	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, busybox-static, mmdebstrap present\n", out)
 	assert.Len(t, m.aptCalls(), 2, "nothing more installed")
 }
 
@@ -114,6 +116,8 @@ func TestDepsOnlyWhatIsMissing(t *testing.T) {
 	m.stub("ansible-playbook", "")
 	m.stub("ansible-inventory", "")
 	m.stub("curl", "")
+	m.stub("busybox", "")
+	m.stub("mmdebstrap", "")
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
 	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ca-certificates"}, m.aptCalls())
@@ -125,7 +129,7 @@ func TestDepsUsesSudo(t *testing.T) {
 	m.uid, m.sudo = "1000", true
 	out, code := m.run()
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap"}, m.aptCalls())
 }
 
 // TestDepsWithoutRootOrSudo: nothing is run; one message gives the exact command.
@@ -134,8 +138,8 @@ func TestDepsWithoutRootOrSudo(t *testing.T) {
 	m.uid = "1000"
 	out, code := m.run()
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "deps: missing Debian packages openssh-server ansible-core ca-certificates curl. As root, run:\n"+
-		"      apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl\n"+
+	assert.Equal(t, "deps: missing Debian packages openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap. As root, run:\n"+
+		"      apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap\n"+
 		"      then run make again.\n", out)
 	assert.Empty(t, m.aptCalls())
 }
@@ -148,19 +152,19 @@ func TestDepsUI(t *testing.T) {
 	out, code := m.run("--ui", "--check")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "deps: Node.js 18.19.0 is too old: the Argo UI build needs Node.js >= 20")
-	assert.Contains(t, out, "deps: missing openssh-server ansible-core ca-certificates curl chromium (install: apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl chromium)")
+	assert.Contains(t, out, "deps: missing openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap chromium (install: apt-get update && apt-get install -y --no-install-recommends openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap chromium)")
 	assert.Empty(t, m.aptCalls(), "--check installs nothing")
 
 	require.NoError(t, os.Remove(filepath.Join(m.path, "node")))
 	out, code = m.run("--ui")
 	assert.Equal(t, 1, code, "no node: still a failure once the packages are in")
 	assert.Contains(t, out, "deps: Node.js is not installed: the Argo UI build needs Node.js >= 20")
-	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl chromium"}, m.aptCalls())
+	assert.Equal(t, []string{"update", "install -y --no-install-recommends openssh-server ansible-core ca-certificates curl busybox-static mmdebstrap chromium"}, m.aptCalls())
 
 	m.stub("node", "echo v20.20.2")
 	out, code = m.run("--ui")
 	assert.Equal(t, 0, code, out)
-	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, chromium present\n", out)
+	assert.Equal(t, "deps: openssh-server, ansible-core, ca-certificates, curl, busybox-static, mmdebstrap, chromium present\n", out)
 }
 
 // TestDepsNode: --node checks Node.js alone (what the UI build needs), installing nothing.
