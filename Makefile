@@ -21,6 +21,10 @@ all: build
 build: ## Build bin/bpa
 	$(GO) build -o $(BIN)/bpa ./cmd/bpa && ln -f $(BIN)/bpa $(BIN)/kubectl-bpa
 
+.PHONY: images
+images: ## Build the images (bpa, pause, Argo's executor, the stand-in kubespray) without Docker into bin/images/*.tar; BPA_TAG sets the bpa tag (dev), PUSH=host:port also pushes them
+	$(GO) run ./hack/build-images $(if $(BPA_TAG),-bpa-tag $(BPA_TAG)) $(if $(PUSH),-push $(PUSH) $(if $(PUSH_INSECURE),-insecure) $(if $(PUSH_TOKEN_FILE),-token-file $(PUSH_TOKEN_FILE)))
+
 .PHONY: generate
 generate: ## Generate deepcopy code (controller-gen, run as a Go tool) and the ad-hoc run of workflowtemplates/provision.yaml (pkg/translator)
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...

@@ -4,10 +4,11 @@
 #   ansible-core    ansible-playbook and ansible-inventory, run for real by the steps
 #   ca-certificates update-ca-certificates, run for real in each simulated host's own store
 #   curl            the simulated hosts fetch offline artifacts with it, as nodes do
-# and what the test node (test/framework/node) needs to build and run:
+# and what the test node (test/framework/node) and its images (hack/images) need:
 #   iptables, conntrack  kube-proxy's Service rules, and their cleanup
 #   iproute2        the node's bridge (ip link, ip addr)
-#   busybox-static  the shell and tools of the test images (a static /bin/busybox)
+#   busybox-static  the shell and tools of the test and executor images (a static /bin/busybox)
+#   mmdebstrap      builds the stand-in kubespray image's Debian root filesystem
 #   libseccomp-dev, pkg-config  runc is built with seccomp (hack/build-tools.sh runc)
 # With --ui also what the Argo web UI needs:
 #   chromium        the browser test drives Debian's chromium
@@ -46,7 +47,7 @@ for a in "$@"; do
 	esac
 done
 
-PACKAGES=(openssh-server ansible-core ca-certificates curl iptables conntrack iproute2 busybox-static libseccomp-dev pkg-config)
+PACKAGES=(openssh-server ansible-core ca-certificates curl iptables conntrack iproute2 busybox-static mmdebstrap libseccomp-dev pkg-config)
 if $ui; then PACKAGES+=(chromium); fi
 
 # has <package>: the programs or files used from that Debian package are there.

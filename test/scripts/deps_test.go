@@ -29,7 +29,7 @@ type machine struct {
 }
 
 // nodePackages are what the test node needs (hack/deps.sh installs them after the others).
-const nodePackages = "iptables conntrack iproute2 busybox-static libseccomp-dev pkg-config"
+const nodePackages = "iptables conntrack iproute2 busybox-static mmdebstrap libseccomp-dev pkg-config"
 
 func newMachine(t *testing.T) *machine {
 	dir := t.TempDir()
@@ -71,6 +71,7 @@ curl) printf '#!/bin/sh\n' >`+m.path+`/curl; chmod +x `+m.path+`/curl ;;
 ansible-core) for b in ansible-playbook ansible-inventory; do printf '#!/bin/sh\n' >`+m.path+`/$b; chmod +x `+m.path+`/$b; done ;;
 chromium | pkg-config) printf '#!/bin/sh\n' >`+m.path+`/$p; chmod +x `+m.path+`/$p ;;
 iproute2) printf '#!/bin/sh\n' >`+m.path+`/ip; chmod +x `+m.path+`/ip ;;
+mmdebstrap) printf '#!/bin/sh\n' >`+m.path+`/mmdebstrap; chmod +x `+m.path+`/mmdebstrap ;;
 iptables | conntrack) printf '#!/bin/sh\n' >`+m.sbin+`/$p; chmod +x `+m.sbin+`/$p ;;
 busybox-static) mkdir -p `+m.fs+`/bin; printf '#!/bin/sh\n' >`+m.fs+`/bin/busybox; chmod +x `+m.fs+`/bin/busybox ;;
 libseccomp-dev) mkdir -p `+m.fs+`/usr/include; : >`+m.fs+`/usr/include/seccomp.h ;;

@@ -23,7 +23,7 @@ import (
 //
 // A field left unset means "the image's USER". The stand-in has no image: it
 // takes the image's user from Options.ImageUsers (the rig names BPA's image,
-// USER 65532:65532 in the Dockerfile), and otherwise runs the step as itself
+// user 65532:65532, hack/images.NonRoot), and otherwise runs the step as itself
 // (root in the rig).
 
 // ImageUser is the uid and gid an image's USER names.

@@ -126,7 +126,7 @@ func New(t framework.T, opts Options) *Site {
 		Namespace:        s.Namespace,
 		Executables:      map[string]string{"bpa": s.BPA},
 		Runners:          map[string]kubelet.Runner{KubesprayImage: s.runKubespray},
-		// The Dockerfile's USER: the steps run as it, reading the SSH key through fsGroup.
+		// The bpa image's user (hack/images.NonRoot): the steps run as it, reading the SSH key through fsGroup.
 		ImageUsers:  map[string]kubelet.ImageUser{"ghcr.io/akraino-edge-stack/bpa": {UID: 65532, GID: 65532}},
 		Concurrency: 6,
 		Logf:        logf,
