@@ -76,7 +76,7 @@ func unfitState(b *metal3v1.BareMetalHost) (why, short string) {
 		return "has no status.provisioning.state: metal3 has not registered it, so nothing says an operating system is installed", "not registered"
 	default:
 		return fmt.Sprintf("is %s (status.provisioning.state); BPA takes only hosts with an operating system installed: provisioned or externally provisioned", state),
-			string(state)
+			"in state " + string(state)
 	}
 }
 

@@ -41,10 +41,10 @@ func TestUnfit(t *testing.T) {
 		{name: "provisioned by customDeploy", opts: []hostOpt{func(h *metal3v1.BareMetalHost) {
 			h.Spec.Image, h.Spec.CustomDeploy = nil, &metal3v1.CustomDeploy{Method: "install_coreos"}
 		}}},
-		{name: "available", opts: []hostOpt{state(metal3v1.StateAvailable)}, short: "available", long: "is available (status.provisioning.state)"},
-		{name: "inspecting", opts: []hostOpt{state(metal3v1.StateInspecting)}, short: "inspecting"},
-		{name: "provisioning", opts: []hostOpt{state(metal3v1.StateProvisioning)}, short: "provisioning"},
-		{name: "deprovisioning", opts: []hostOpt{state(metal3v1.StateDeprovisioning)}, short: "deprovisioning"},
+		{name: "available", opts: []hostOpt{state(metal3v1.StateAvailable)}, short: "in state available", long: "is available (status.provisioning.state)"},
+		{name: "inspecting", opts: []hostOpt{state(metal3v1.StateInspecting)}, short: "in state inspecting"},
+		{name: "provisioning", opts: []hostOpt{state(metal3v1.StateProvisioning)}, short: "in state provisioning"},
+		{name: "deprovisioning", opts: []hostOpt{state(metal3v1.StateDeprovisioning)}, short: "in state deprovisioning"},
 		{name: "never registered", opts: []hostOpt{state(metal3v1.StateNone)}, short: "not registered", long: "status.provisioning.state"},
 		{name: "image removed, not yet deprovisioning", opts: []hostOpt{func(h *metal3v1.BareMetalHost) { h.Spec.Image = nil }}, short: "being deprovisioned", long: "no spec.image"},
 		{name: "errorType", opts: []hostOpt{func(h *metal3v1.BareMetalHost) { h.Status.ErrorType = metal3v1.ProvisioningError }}, short: "in error", long: "status.errorType provisioning error"},
