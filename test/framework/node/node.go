@@ -1,7 +1,7 @@
 // Package node runs a real Kubernetes node beside a test rig (test/framework/rig): containerd
 // with runc and the CNI bridge plugin, the kubelet and kube-proxy, plus the control plane's
-// kube-scheduler and kube-controller-manager. Pods run in real containers, from images the
-// node builds and imports (PauseImage, BusyboxImage, ExecutorImage).
+// kube-scheduler and kube-controller-manager. Pods run in real containers, from the images
+// hack/images builds (PauseImage, ExecutorImage, and the test pods' BusyboxImage).
 //
 // It is a package of its own, not a rig option, because it changes the machine where a rig
 // changes nothing: a bridge with private addresses, kube-proxy's iptables rules, a cgroup
@@ -96,9 +96,6 @@ func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
 		return nil, err
 	}
 	opts.Node = &rig.NodeOptions{Name: Name, Address: Address}
-	if opts.ExecutorImage == "" {
-		opts.ExecutorImage = ExecutorImage
-	}
 	if n.Rig, err = rig.Start(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -194,11 +191,11 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	tars, err := buildImages(n.Dir, n.Rig.BinDir)
+	built, err := buildImages(ctx, n.Dir, n.Rig.BinDir)
 	if err != nil {
 		return err
 	}
-	return n.importImages(ctx, tars)
+	return n.importImages(ctx, built)
 }
 
 func (n *Node) startKubelet(ctx context.Context) error {
