@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -72,16 +71,6 @@ func busyboxSpec(o images.Options, dir string) (images.Spec, error) {
 		Layers: []images.Layer{{What: "busybox-static", Entries: append(bb, images.Dir("tmp", fs.ModeSticky|0o777, 0, 0))}, {What: "probe", Entries: []images.Entry{probe}}},
 		Config: v1.Config{Entrypoint: []string{"/bin/sh"}, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}},
 	}, nil
-}
-
-// importImages imports the image archives into containerd's CRI namespace.
-func (n *Node) importImages(ctx context.Context, built []images.Built) error {
-	for _, b := range built {
-		if _, err := n.Ctr(ctx, "images", "import", "--platform", "linux/"+runtime.GOARCH, b.Path); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Ctr runs ctr against the node's containerd, in the CRI's namespace (k8s.io), and
