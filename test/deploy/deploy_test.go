@@ -44,12 +44,13 @@ type env struct {
 	n    *node.Node
 	c    kubernetes.Interface
 	root string
-	// bpaImage is the bpa image's ref, as config/default's Deployments name it.
-	bpaImage string
+	// bpaImage is the bpa image's ref, as config/default's Deployments name it;
+	// kubesprayImage the stand-in kubespray image's.
+	bpaImage, kubesprayImage string
 }
 
 // TestDeploy deploys BPA on a real node, then runs the shipped run-kubespray template's
-// pod on it. The node and the deployment are shared.
+// pod on it (key_test.go). The node and the deployment are shared.
 func TestDeploy(t *testing.T) {
 	n := node.ForTest(t, rig.Options{Namespace: ns, WorkflowController: true, MinimalArgoCRDs: true})
 	root, err := rig.RepoRoot()
@@ -57,6 +58,7 @@ func TestDeploy(t *testing.T) {
 	e := &env{t: t, n: n, c: kubernetes.NewForConfigOrDie(n.Rig.RESTConfig), root: root}
 	e.pushImages(t, "bpa", "kubespray")
 	t.Run("config/default's controller and bpa serve are Ready on the node", e.deploy)
+	t.Run("run-kubespray's key as the container sees it", e.runKubesprayKey)
 }
 
 func (e *env) ctx(d time.Duration) context.Context {
@@ -82,7 +84,7 @@ func (e *env) pushImages(t *testing.T, names ...string) {
 		require.NoError(t, err, "make images")
 		built = append(built, b...)
 	}
-	e.bpaImage = built[0].Spec.Refs[0]
+	e.bpaImage, e.kubesprayImage = built[0].Spec.Refs[0], built[1].Spec.Refs[0]
 	pushed := time.Now()
 	require.NoError(t, e.n.Push(e.ctx(5*time.Minute), built...))
 	t.Logf("images %v built in %s, pushed in %s", names, pushed.Sub(start).Round(100*time.Millisecond), time.Since(pushed).Round(100*time.Millisecond))
