@@ -75,8 +75,8 @@ demo: deps tools ## Provision the example cluster on an embedded control plane (
 	@$(BIN)/demo
 
 .PHONY: deploy
-deploy: ## Apply CRDs, RBAC, the admission policy, the controller and the WorkflowTemplates to the current kubeconfig
-	kubectl apply --server-side -k config/
+deploy: ## Apply CRDs (first, until Established), RBAC, the admission policy, the controller, bpa serve and the WorkflowTemplates to the current kubeconfig
+	hack/deploy.sh config/
 
 .PHONY: kubespray-check
 kubespray-check: build ## Run a kubespray checkout's validate_inventory on every example's bpa plan (KUBESPRAY_DIR=...; not part of make test)

@@ -201,7 +201,7 @@ func Kubespray(o Options, rootfs, rootfsKey, agent string) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	a, err := binary(SimAgent[1:], agent)
+	a, err := Binary(SimAgent[1:], agent)
 	if err != nil {
 		return Spec{}, err
 	}

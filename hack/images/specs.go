@@ -103,8 +103,8 @@ func static(caFile string) ([]Entry, error) {
 	}, nil
 }
 
-// binary is a static executable of the build machine as an entry.
-func binary(p, src string) (Entry, error) {
+// Binary is a static executable of the build machine as an entry.
+func Binary(p, src string) (Entry, error) {
 	if err := staticELF(src); err != nil {
 		return Entry{}, err
 	}
@@ -122,7 +122,7 @@ func BPA(o Options, bin string) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	bpa, err := binary("usr/local/bin/bpa", bin)
+	bpa, err := Binary("usr/local/bin/bpa", bin)
 	if err != nil {
 		return Spec{}, err
 	}
@@ -156,7 +156,7 @@ func Pause(o Options) (Spec, error) {
 	if err := GoBuild(o.Root, "./hack/images/pause", out); err != nil {
 		return Spec{}, err
 	}
-	pause, err := binary("pause", out)
+	pause, err := Binary("pause", out)
 	if err != nil {
 		return Spec{}, err
 	}
@@ -180,11 +180,11 @@ func Argoexec(o Options) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	bb, err := busybox(o.Busybox)
+	bb, err := Busybox(o.Busybox)
 	if err != nil {
 		return Spec{}, err
 	}
-	exe, err := binary("usr/local/bin/argoexec", o.Argoexec)
+	exe, err := Binary("usr/local/bin/argoexec", o.Argoexec)
 	if err != nil {
 		return Spec{}, fmt.Errorf("argoexec (hack/build-tools.sh argoexec builds bin/argoexec): %w", err)
 	}
@@ -200,9 +200,9 @@ func Argoexec(o Options) (Spec, error) {
 	}, nil
 }
 
-// busybox is the static busybox at /bin/busybox and a symlink to it for each of its applets.
-func busybox(src string) ([]Entry, error) {
-	bb, err := binary("bin/busybox", src)
+// Busybox is the static busybox at /bin/busybox and a symlink to it for each of its applets.
+func Busybox(src string) ([]Entry, error) {
+	bb, err := Binary("bin/busybox", src)
 	if err != nil {
 		return nil, fmt.Errorf("busybox (Debian's busybox-static; hack/deps.sh installs it): %w", err)
 	}

@@ -19,7 +19,8 @@ type files struct {
 func (f files) path(name string) string { return filepath.Join(f.Dir, name) }
 
 // containerdConfig: the CRI plugin with overlayfs, runc by its absolute path and cgroupfs,
-// the locally built sandbox image, CNI under the node's dir, and streams on loopback.
+// hack/images' sandbox image, registry mirrors in certs.d (registry.go), CNI under the
+// node's dir, and streams on loopback.
 // restrict_oom_score_adj: this machine lacks CAP_SYS_RESOURCE, so runc cannot lower
 // oom_score_adj as kubelet asks (-998 for sandboxes) and every pod would fail.
 const containerdConfig = `version = 3
@@ -42,6 +43,8 @@ state = "{{.Dir}}/run/containerd"
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "{{.PauseImage}}"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "{{.Dir}}/certs.d"
 
 [plugins."io.containerd.cri.v1.runtime"]
   enable_selinux = false

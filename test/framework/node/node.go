@@ -1,7 +1,8 @@
 // Package node runs a real Kubernetes node beside a test rig (test/framework/rig): containerd
 // with runc and the CNI bridge plugin, the kubelet and kube-proxy, plus the control plane's
-// kube-scheduler and kube-controller-manager. Pods run in real containers, from images the
-// node builds and imports (PauseImage, BusyboxImage, ExecutorImage).
+// kube-scheduler and kube-controller-manager. Pods run in real containers, from the images
+// hack/images builds (PauseImage, ExecutorImage, and the test pods' BusyboxImage), which
+// containerd pulls from `bpa serve`'s registry through hosts.toml mirrors (see registry).
 //
 // It is a package of its own, not a rig option, because it changes the machine where a rig
 // changes nothing: a bridge with private addresses, kube-proxy's iptables rules, a cgroup
@@ -33,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/akraino-edge-stack/bpa/hack/images"
 	"github.com/akraino-edge-stack/bpa/test/framework"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
@@ -62,6 +64,7 @@ type Node struct {
 	files                               files
 	lock                                *os.File
 	mountNS, containerd, kubelet, proxy *rig.Process
+	registry                            *registry
 	stopped                             bool
 }
 
@@ -96,9 +99,6 @@ func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
 		return nil, err
 	}
 	opts.Node = &rig.NodeOptions{Name: Name, Address: Address}
-	if opts.ExecutorImage == "" {
-		opts.ExecutorImage = ExecutorImage
-	}
 	if n.Rig, err = rig.Start(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	for _, step := range []func(context.Context) error{
-		n.startControlPlane, n.startMountNS, n.startContainerd, n.startKubelet, n.startKubeProxy,
+		n.startControlPlane, n.startRegistry, n.startMountNS, n.startContainerd, n.startKubelet, n.startKubeProxy,
 	} {
 		if err := step(ctx); err != nil {
 			return err
@@ -188,17 +188,38 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if n.containerd, err = n.inMountNS("containerd", "containerd", "--config", n.files.path("containerd.toml")); err != nil {
 		return err
 	}
-	if err := n.containerd.WaitReady(ctx, 30*time.Second, func(ctx context.Context) error {
+	return n.containerd.WaitReady(ctx, 30*time.Second, func(ctx context.Context) error {
 		_, err := n.Ctr(ctx, "version")
 		return err
-	}); err != nil {
+	})
+}
+
+// startRegistry starts the node's image registry and pushes the node's images to it;
+// containerd pulls them from there when a pod needs them.
+func (n *Node) startRegistry(ctx context.Context) error {
+	var err error
+	if n.registry, err = startRegistry(ctx, n.files.path("artifacts")); err != nil {
 		return err
 	}
-	tars, err := buildImages(n.Dir, n.Rig.BinDir)
+	built, err := buildImages(ctx, n.Dir, n.Rig.BinDir)
 	if err != nil {
 		return err
 	}
-	return n.importImages(ctx, tars)
+	return n.Push(ctx, built...)
+}
+
+// Push pushes images to the node's registry and points containerd's mirror of each of
+// their original registries at it: pods then pull them by their original names, as an
+// offline site's nodes do.
+func (n *Node) Push(ctx context.Context, built ...images.Built) error {
+	if err := n.registry.Push(ctx, built); err != nil {
+		return err
+	}
+	var refs []string
+	for _, b := range built {
+		refs = append(refs, b.Spec.Refs...)
+	}
+	return n.registry.writeHosts(n.files.path("certs.d"), refs)
 }
 
 func (n *Node) startKubelet(ctx context.Context) error {
@@ -266,7 +287,7 @@ func (n *Node) Stop() error {
 			ns := n.mountNS.Pid()
 			ours = func() []int { return append(cgroupPIDs(), mountNSPIDs(ns)...) }
 		}
-		errs = append(errs, killAll(ours))
+		errs = append(errs, killAll(ours), n.registry.Stop())
 	}
 	if n.lock != nil {
 		if binDir == "" {

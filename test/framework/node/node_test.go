@@ -40,6 +40,7 @@ func TestRealNode(t *testing.T) {
 	assert.Equal(t, before, sysctls(t), "the kubelet changed none of the machine's sysctls it wants (it runs with protectKernelDefaults false)")
 
 	t.Run("secret volume mode read inside the container, and kubectl logs", e.secretMode)
+	t.Run("images pulled from the registry through the hosts.toml mirror", e.pulledThroughMirror)
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
 	t.Run("pod start", e.podStart)
@@ -105,7 +106,7 @@ func (e *env) runPod(t *testing.T, name, script string, mutate func(*corev1.Pod)
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
-				Name: "main", Image: node.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+				Name: "main", Image: node.BusyboxImage,
 				Command: []string{"sh", "-c", script},
 			}},
 		},
@@ -148,6 +149,21 @@ func (e *env) secretMode(t *testing.T) {
 	})
 	assert.Equal(t, corev1.PodSucceeded, phase)
 	assert.Equal(t, "mode 440\n", e.kubectlLogs(t, "secret-mode"))
+}
+
+// pulledThroughMirror: the node holds no image until a pod asks for it (nothing is
+// imported), so the first pod's image was pulled, by its original name, from the node's
+// registry: the kubelet's Pulled event says how long it took.
+func (e *env) pulledThroughMirror(t *testing.T) {
+	events, err := e.c.CoreV1().Events(e.ns).List(e.ctx(), metav1.ListOptions{FieldSelector: "reason=Pulled,involvedObject.name=secret-mode"})
+	require.NoError(t, err)
+	require.Len(t, events.Items, 1, "one Pulled event for pod secret-mode")
+	msg := events.Items[0].Message
+	assert.Contains(t, msg, "Successfully pulled image \""+node.BusyboxImage+"\"", "pulled, not already present")
+	t.Logf("kubelet: %s", msg)
+	out, err := e.n.Ctr(e.ctx(), "images", "ls", "-q")
+	require.NoError(t, err)
+	assert.Contains(t, out, node.PauseImage, "the sandbox image, pulled by containerd's CRI")
 }
 
 func (e *env) serviceAccountToken(t *testing.T) {
@@ -251,7 +267,7 @@ func (e *env) podStart(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](0),
-				Containers: []corev1.Container{{Name: "main", Image: node.BusyboxImage, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "60"}}},
+				Containers: []corev1.Container{{Name: "main", Image: node.BusyboxImage, Command: []string{"sleep", "60"}}},
 			},
 		}
 		start := time.Now()
