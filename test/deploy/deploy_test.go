@@ -59,6 +59,7 @@ func TestDeploy(t *testing.T) {
 	e.pushImages(t, "bpa", "kubespray")
 	t.Run("config/default's controller and bpa serve are Ready on the node", e.deploy)
 	t.Run("run-kubespray's key as the container sees it", e.runKubesprayKey)
+	t.Run("run-kubespray's pod logs in to a simulated host on the pod network", e.sshToHost)
 }
 
 func (e *env) ctx(d time.Duration) context.Context {

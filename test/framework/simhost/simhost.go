@@ -7,7 +7,9 @@
 //   - /usr/sbin/sshd -D run as the current user (root) on its own loopback address (all of
 //     127.0.0.0/8 is loopback on Linux, so hosts get distinct IPs in 127.0.1.0/24) and a free
 //     port, with a generated ed25519 host key and a client key shared by the hosts of one
-//     Cluster (as a cluster's SSH Secret is);
+//     Cluster (as a cluster's SSH Secret is); or, started with StartOn, in a network
+//     namespace of its own on a real node's bridge (Network), on port 22 of an address pods
+//     reach, as they reach a site's machines;
 //   - in its own mount and PID namespaces (unshare), where a per-host directory is bind-mounted
 //     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
@@ -118,20 +120,42 @@ type Host struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when sshd has exited
 	stop    sync.Once
+	network *Network // nil: on loopback, in the machine's network namespace
 }
 
 // Start starts a simulated host named name listening on ip (use 127.0.1.x) and a free port.
 func (c *Cluster) Start(name, ip string) *Host {
+	c.t.Helper()
+	if net.ParseIP(ip) == nil || !net.ParseIP(ip).IsLoopback() {
+		c.t.Fatalf("simhost: %q is not a loopback address; use 127.0.1.x", ip)
+	}
+	return c.start(&Host{Name: name, IP: ip})
+}
+
+// StartOn starts a simulated host named name in a network namespace of its own, on nw's
+// bridge at nw's address, listening on the cluster's Port, or 22 (see Network).
+func (c *Cluster) StartOn(name string, nw Network) *Host {
+	c.t.Helper()
+	if nw.Address == nil || nw.Address.IP.To4() == nil || nw.Bridge == "" {
+		c.t.Fatalf("simhost: network %+v: want a bridge and an IPv4 address with its prefix", nw)
+	}
+	return c.start(&Host{Name: name, IP: nw.Address.IP.String(), network: &nw})
+}
+
+func (c *Cluster) start(h *Host) *Host {
 	t := c.t
 	t.Helper()
-	if net.ParseIP(ip) == nil || !net.ParseIP(ip).IsLoopback() {
-		t.Fatalf("simhost: %q is not a loopback address; use 127.0.1.x", ip)
-	}
-	h := &Host{Name: name, IP: ip, cluster: c, dir: t.TempDir()}
+	h.cluster, h.dir = c, t.TempDir()
+	name := h.Name
 	if strings.ContainsAny(h.dir, " \t\n\"'\\") {
 		t.Fatalf("simhost: temp dir %q has characters sshd_config cannot take", h.dir)
 	}
 	h.setUp(t)
+	if h.network != nil {
+		if err := h.network.create(); err != nil {
+			t.Fatalf("simhost %s: %v", name, err)
+		}
+	}
 	var lastErr error
 	// A port found free can be taken by another test process before sshd binds it; retry.
 	for attempt := 0; attempt < 5; attempt++ {
@@ -140,6 +164,7 @@ func (c *Cluster) Start(name, ip string) *Host {
 		}
 	}
 	if lastErr != nil {
+		h.Stop()
 		t.Fatalf("simhost %s: %v", name, lastErr)
 	}
 	if err := h.checkStubsFirst(); err != nil {
@@ -194,7 +219,10 @@ func (h *Host) setUp(t framework.T) {
 func (h *Host) launch(t framework.T) error {
 	t.Helper()
 	port := h.cluster.Port
-	if port == 0 {
+	switch {
+	case port == 0 && h.network != nil:
+		port = 22 // the namespace's own: nothing else listens there
+	case port == 0:
 		var err error
 		if port, err = freePort(h.IP); err != nil {
 			return err
@@ -241,8 +269,13 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	// the kernel kills everything left in the namespace. --kill-child passes unshare's death
 	// on to sshd, and Pdeathsig the test process's death on to unshare, so not even a crashed
 	// test leaves anything running.
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
-		"--", "/bin/sh", "-c", script)
+	args := []string{"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
+		"--", "/bin/sh", "-c", script}
+	if h.network != nil {
+		// nsenter execs unshare: the same process, in the host's network namespace.
+		args = append([]string{"nsenter", "--net=" + h.network.path(), "--"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own process group, so Stop can signal unshare and sshd together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -272,7 +305,7 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h.Stop()
+	h.stopSSHD()
 	return fmt.Errorf("sshd did not accept connections on %s within 10s:\n%s", h.Addr(), h.SSHDLog())
 }
 
@@ -373,9 +406,19 @@ func (h *Host) SSHDLog() string {
 	return string(b)
 }
 
-// Stop stops sshd and every process it started, and waits for them. It is also registered
-// with t.Cleanup; calling it again does nothing.
+// Stop stops sshd and every process it started, and waits for them, then removes the host's
+// network namespace and veth, if it has them. It is also registered with t.Cleanup; calling
+// it again does nothing.
 func (h *Host) Stop() {
+	h.stopSSHD()
+	if h.network != nil {
+		if err := h.network.remove(); err != nil {
+			h.cluster.t.Errorf("simhost %s: %v", h.Name, err)
+		}
+	}
+}
+
+func (h *Host) stopSSHD() {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return
 	}
