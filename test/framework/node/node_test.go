@@ -28,6 +28,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/test/framework/node"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // TestRealNode runs pods in real containers on one node (a node takes about a minute to
@@ -44,6 +45,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
 	t.Run("pod start", e.podStart)
+	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
 
 	t.Run("Stop leaves nothing on the machine", func(t *testing.T) {
 		dir := n.Rig.Dir
@@ -54,7 +56,9 @@ func TestRealNode(t *testing.T) {
 		defer func() { require.NoError(t, release()) }()
 		_, err = os.Stat("/sys/class/net/bpanode0")
 		assert.True(t, os.IsNotExist(err), "bridge bpanode0 removed (stat: %v)", err)
-		assert.Equal(t, links, interfaces(t), "network interfaces as before: no pod's veth, so no pod netns")
+		assert.Equal(t, links, interfaces(t), "network interfaces as before: no pod's or simulated host's veth, so no pod netns")
+		hostNS, _ := filepath.Glob("/run/netns/bpasim-*")
+		assert.Empty(t, hostNS, "simulated hosts' network namespaces")
 		left, err := node.IPTablesLeftovers()
 		require.NoError(t, err)
 		assert.Empty(t, left, "KUBE-* or CNI-* chains in iptables")
@@ -284,6 +288,23 @@ func (e *env) podStart(t *testing.T) {
 		took[0].Round(10*time.Millisecond), took[n-1].Round(10*time.Millisecond))
 	t.Logf("with %d pods running: kubelet RSS %d MiB, containerd RSS %d MiB", n, rssMiB(t, "kubelet"), rssMiB(t, "containerd"))
 	require.NoError(t, e.c.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+}
+
+// simulatedHost starts a simulated host on the node's bridge (simhost.StartOn at a
+// HostAddress): a pod reads its sshd's banner over the pod network, and the host's own
+// network namespace has a route to the bridge's subnet only.
+func (e *env) simulatedHost(t *testing.T) {
+	addr, err := e.n.HostAddress()
+	require.NoError(t, err)
+	assert.Equal(t, "10.213.0.254/24", addr.String(), "the first host address is the top of the bridge's subnet")
+	h := simhost.NewCluster(t).StartOn("h1", simhost.Network{Bridge: node.Bridge, Address: addr})
+	phase := e.runPod(t, "ssh-banner", "echo | nc -w 5 "+h.IP+" 22 | head -c 8", nil)
+	assert.Equal(t, corev1.PodSucceeded, phase)
+	assert.Equal(t, "SSH-2.0-", e.kubectlLogs(t, "ssh-banner"), "the host's sshd answered the pod")
+	out, err := exec.Command("nsenter", "--net="+h.NetNS(), "ip", "route").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "10.213.0.0/24 dev eth0 proto kernel scope link src 10.213.0.254 \n", string(out),
+		"no route out of the host's namespace but the bridge's subnet")
 }
 
 // rssMiB is the resident memory of the running bin-dir program called name.

@@ -372,6 +372,14 @@ func (h *Host) ClientKeyPath() string { return h.cluster.clientKeyPath }
 // KnownHostsPath is the cluster's known_hosts file.
 func (h *Host) KnownHostsPath() string { return h.cluster.knownHostsPath }
 
+// NetNS is the file of the host's network namespace (StartOn), or "" for a host on loopback.
+func (h *Host) NetNS() string {
+	if h.network == nil {
+		return ""
+	}
+	return h.network.path()
+}
+
 // Dir is the host's state directory.
 func (h *Host) Dir() string { return h.dir }
 
