@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,8 +59,6 @@ func TestRealNode(t *testing.T) {
 		_, err = os.Stat("/sys/class/net/bpanode0")
 		assert.True(t, os.IsNotExist(err), "bridge bpanode0 removed (stat: %v)", err)
 		assert.Equal(t, links, interfaces(t), "network interfaces as before: no pod's or simulated host's veth, so no pod netns")
-		hostNS, _ := filepath.Glob("/run/netns/bpasim-*")
-		assert.Empty(t, hostNS, "simulated hosts' network namespaces")
 		left, err := node.IPTablesLeftovers()
 		require.NoError(t, err)
 		assert.Empty(t, left, "KUBE-* or CNI-* chains in iptables")
@@ -305,6 +305,17 @@ func (e *env) simulatedHost(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "10.213.0.0/24 dev eth0 proto kernel scope link src 10.213.0.254 \n", string(out),
 		"no route out of the host's namespace but the bridge's subnet")
+
+	// A host whose test dies before Stop: its processes die (Pdeathsig), and its namespace
+	// and veth go with them.
+	links := interfaces(t)
+	addr, err = e.n.HostAddress()
+	require.NoError(t, err)
+	killed := simhost.NewCluster(t).StartOn("killed", simhost.Network{Bridge: node.Bridge, Address: addr})
+	assert.Len(t, interfaces(t), len(links)+1, "the host's veth on the machine")
+	require.NoError(t, syscall.Kill(killed.Processes()[0], syscall.SIGKILL))
+	assert.Eventually(t, func() bool { return slices.Equal(links, interfaces(t)) }, 10*time.Second, 50*time.Millisecond,
+		"the killed host's veth is gone with its namespace")
 }
 
 // rssMiB is the resident memory of the running bin-dir program called name.

@@ -1,21 +1,24 @@
 package simhost
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Network puts a host in a network namespace of its own, on a bridge, as a site's machine is
 // on the network its cluster's pods reach: test/framework/node's bridge, at an address its
 // HostAddress hands out. The namespace holds a loopback and one end of a veth pair (eth0,
 // with Address) whose other end is on Bridge, and no route but Address's subnet: the host
-// reaches the bridge's subnet and nothing beyond it, and sshd listens only there. Stop
-// removes the namespace and the veth.
+// reaches the bridge's subnet and nothing beyond it, and sshd listens only there.
+//
+// The namespace is sshd's own (unshare --net), not one `ip netns add` pins in /run/netns: it
+// ends with sshd's last process, and takes the veth pair with it, so a test killed before
+// Stop leaves nothing behind either. Stop deletes the veth itself, not to wait for that.
 type Network struct {
 	// Bridge is the bridge's name (node.Bridge).
 	Bridge string
@@ -23,49 +26,50 @@ type Network struct {
 	Address *net.IPNet
 }
 
-// name names the namespace and the veth's end on the bridge after the address (which is
-// unique on the bridge): "bpasim-" and its 8 hex digits, 15 characters, the most a link name
-// may have.
-func (nw *Network) name() string { return fmt.Sprintf("bpasim-%x", []byte(nw.Address.IP.To4())) }
+// veth names the veth's end on the bridge after the address (unique on the bridge):
+// "bpasim-" and its 8 hex digits, 15 characters, the most a link name may have.
+func (nw *Network) veth() string { return fmt.Sprintf("bpasim-%x", []byte(nw.Address.IP.To4())) }
 
-// path is the namespace's file, as `ip netns add` mounts it.
-func (nw *Network) path() string { return filepath.Join("/run/netns", nw.name()) }
-
-// create makes the namespace and the veth pair, after removing those a killed test left
-// for the same address.
-func (nw *Network) create() error {
-	if err := nw.remove(); err != nil {
-		return fmt.Errorf("removing what an earlier host at %s left: %w", nw.Address.IP, err)
-	}
-	name := nw.name()
-	steps := [][]string{
-		{"netns", "add", name},
-		{"link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name},
-		{"link", "set", name, "master", nw.Bridge, "up"},
-		{"-n", name, "addr", "add", nw.Address.String(), "dev", "eth0"},
-		{"-n", name, "link", "set", "eth0", "up"},
-		{"-n", name, "link", "set", "lo", "up"},
-	}
-	for _, args := range steps {
-		if err := ip(args...); err != nil {
-			return errors.Join(err, nw.remove())
-		}
-	}
-	return nil
+// setUp is what the host's script runs first, inside the namespace: wait for attach to move
+// eth0 in (5 s at most), then give it the address and bring it and the loopback up.
+func (nw *Network) setUp() string {
+	return fmt.Sprintf(`n=0; until ip link show eth0 >/dev/null 2>&1; do n=$((n+1)); [ $n -lt 250 ] || exit 1; sleep 0.02; done`+
+		` && ip link set lo up && ip addr add %s dev eth0 && ip link set eth0 up`, nw.Address)
 }
 
-// remove deletes the veth (both ends) and the namespace, those that exist. The veth goes
-// first and by name: a namespace's devices are only destroyed some time after it is
-// deleted, so deleting the namespace alone could leave the bridge's end for a moment.
-func (nw *Network) remove() error {
-	var errs []error
-	if _, err := os.Stat(filepath.Join("/sys/class/net", nw.name())); err == nil {
-		errs = append(errs, ip("link", "del", nw.name()))
+// attach makes the veth pair once pid is in a network namespace of its own: eth0 in there,
+// the other end on the bridge.
+func (nw *Network) attach(pid int) error {
+	ns := fmt.Sprintf("/proc/%d/ns/net", pid)
+	ours, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return err
 	}
-	if _, err := os.Stat(nw.path()); err == nil {
-		errs = append(errs, ip("netns", "del", nw.name()))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		theirs, err := os.Readlink(ns)
+		if err != nil {
+			return fmt.Errorf("sshd's network namespace: %w", err)
+		}
+		if theirs != ours {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d has not left the machine's network namespace after 5s", pid)
+		}
 	}
-	return errors.Join(errs...)
+	name := nw.veth()
+	if err := ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)); err != nil {
+		return fmt.Errorf("%w (is another host at %s?)", err, nw.Address.IP)
+	}
+	return ip("link", "set", name, "master", nw.Bridge, "up")
+}
+
+// detach deletes the veth pair, if it is there.
+func (nw *Network) detach() error {
+	if _, err := os.Stat(filepath.Join("/sys/class/net", nw.veth())); err != nil {
+		return nil
+	}
+	return ip("link", "del", nw.veth())
 }
 
 func ip(args ...string) error {

@@ -151,11 +151,6 @@ func (c *Cluster) start(h *Host) *Host {
 		t.Fatalf("simhost: temp dir %q has characters sshd_config cannot take", h.dir)
 	}
 	h.setUp(t)
-	if h.network != nil {
-		if err := h.network.create(); err != nil {
-			t.Fatalf("simhost %s: %v", name, err)
-		}
-	}
 	var lastErr error
 	// A port found free can be taken by another test process before sshd binds it; retry.
 	for attempt := 0; attempt < 5; attempt++ {
@@ -255,6 +250,9 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 
 	// /run/sshd is sshd's privilege-separation directory, normally made by its service unit.
 	script := "mkdir -p /run/sshd"
+	if h.network != nil {
+		script = h.network.setUp() + " && " + script
+	}
 	for dir, at := range hostMounts {
 		script += fmt.Sprintf(" && mkdir -p %s && mount --bind %s %s", at, shQuote(h.path(dir)), at)
 	}
@@ -269,13 +267,11 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	// the kernel kills everything left in the namespace. --kill-child passes unshare's death
 	// on to sshd, and Pdeathsig the test process's death on to unshare, so not even a crashed
 	// test leaves anything running.
-	args := []string{"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
-		"--", "/bin/sh", "-c", script}
+	args := []string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--", "/bin/sh", "-c", script}
 	if h.network != nil {
-		// nsenter execs unshare: the same process, in the host's network namespace.
-		args = append([]string{"nsenter", "--net=" + h.network.path(), "--"}, args...)
+		args = append([]string{"--net"}, args...) // see Network
 	}
-	cmd := exec.Command(args[0], args[1:]...)
+	cmd := exec.Command("unshare", args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own process group, so Stop can signal unshare and sshd together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -285,6 +281,12 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	h.cmd, h.done = cmd, make(chan struct{})
 	h.stop = sync.Once{}
 	go func() { _ = cmd.Wait(); close(h.done) }()
+	if h.network != nil {
+		if err := h.network.attach(cmd.Process.Pid); err != nil {
+			h.stopSSHD()
+			return err
+		}
+	}
 
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -372,12 +374,13 @@ func (h *Host) ClientKeyPath() string { return h.cluster.clientKeyPath }
 // KnownHostsPath is the cluster's known_hosts file.
 func (h *Host) KnownHostsPath() string { return h.cluster.knownHostsPath }
 
-// NetNS is the file of the host's network namespace (StartOn), or "" for a host on loopback.
+// NetNS is the file of the running host's network namespace (StartOn), or "" for a host on
+// loopback.
 func (h *Host) NetNS() string {
-	if h.network == nil {
+	if h.network == nil || h.cmd == nil || h.cmd.Process == nil {
 		return ""
 	}
-	return h.network.path()
+	return fmt.Sprintf("/proc/%d/ns/net", h.cmd.Process.Pid)
 }
 
 // Dir is the host's state directory.
@@ -414,16 +417,16 @@ func (h *Host) SSHDLog() string {
 	return string(b)
 }
 
-// Stop stops sshd and every process it started, and waits for them, then removes the host's
-// network namespace and veth, if it has them. It is also registered with t.Cleanup; calling
-// it again does nothing.
+// Stop removes the host's veth, if it has one, then stops sshd and every process it
+// started, and waits for them (its network namespace ends with them). It is also registered
+// with t.Cleanup; calling it again does nothing.
 func (h *Host) Stop() {
-	h.stopSSHD()
 	if h.network != nil {
-		if err := h.network.remove(); err != nil {
+		if err := h.network.detach(); err != nil {
 			h.cluster.t.Errorf("simhost %s: %v", h.Name, err)
 		}
 	}
+	h.stopSSHD()
 }
 
 func (h *Host) stopSSHD() {
