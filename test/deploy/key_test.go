@@ -36,7 +36,7 @@ if ssh-keygen -y -f $key >/dev/null; then echo "openssh: accepted"; else echo "o
 // fail.
 func (e *env) runKubesprayKey(t *testing.T) {
 	ctx := e.ctx(5 * time.Minute)
-	e.sshSecret(t, ctx)
+	e.sshSecret(t)
 	tmpl := e.shippedTemplate(t, ctx, "bpa-provision", "run-kubespray")
 
 	pod := e.podOf(t, tmpl, "key-as-shipped", "site-ssh", keyCheck)
@@ -55,19 +55,15 @@ func (e *env) runKubesprayKey(t *testing.T) {
 	assert.Contains(t, logs, "openssh: refused")
 }
 
-// sshSecret creates the Secret a Provisioning's spec.ssh names: a new ed25519 key and a
+// sshSecret creates the Secret a Provisioning's spec.ssh names: a new ed25519 key, no
 // known_hosts.
-func (e *env) sshSecret(t *testing.T, ctx context.Context) {
+func (e *env) sshSecret(t *testing.T) {
 	dir := t.TempDir()
 	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "deploy-test", "-f", filepath.Join(dir, "id")).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	key, err := os.ReadFile(filepath.Join(dir, "id"))
 	require.NoError(t, err)
-	_, err = e.c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "site-ssh"}, Type: corev1.SecretTypeSSHAuth,
-		Data: map[string][]byte{corev1.SSHAuthPrivateKey: key, "known_hosts": nil},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.secret(t, "site-ssh", key, nil)
 }
 
 // argoTemplate is the part of an Argo template that becomes the pod.

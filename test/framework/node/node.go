@@ -10,6 +10,9 @@
 // machine: containerd, its shims and the kubelet run in a private mount namespace, so their
 // mounts stay private and the kubelet writes none of the machine's global sysctls.
 //
+// Simulated hosts (test/framework/simhost) join the pods on the node's bridge, at addresses
+// HostAddress hands out, so that step pods reach them as a site's pods reach its machines.
+//
 // One node runs at a time on a machine (a file lock; tests of other packages wait for it):
 // kube-proxy owns the KUBE-* chains of the machine's iptables, and two would rewrite each
 // other's rules.

@@ -30,11 +30,13 @@ type Network struct {
 // "bpasim-" and its 8 hex digits, 15 characters, the most a link name may have.
 func (nw *Network) veth() string { return fmt.Sprintf("bpasim-%x", []byte(nw.Address.IP.To4())) }
 
-// setUp is what the host's script runs first, inside the namespace: wait for attach to move
-// eth0 in (5 s at most), then give it the address and bring it and the loopback up.
+// setUp is what the host's script runs first, inside the namespace: wait until attach has
+// configured eth0 (5 s at most). sshd can then bind the address, and the harness's first
+// connection finds it: one made before would leave the machine's neighbour entry for the
+// address failed, and the next ones wait a second for ARP to try again.
 func (nw *Network) setUp() string {
-	return fmt.Sprintf(`n=0; until ip link show eth0 >/dev/null 2>&1; do n=$((n+1)); [ $n -lt 250 ] || exit 1; sleep 0.02; done`+
-		` && ip link set lo up && ip addr add %s dev eth0 && ip link set eth0 up`, nw.Address)
+	return fmt.Sprintf(`n=0; until ip -4 addr show dev eth0 up 2>/dev/null | grep -q ' inet %s/'; do n=$((n+1)); [ $n -lt 250 ] || exit 1; sleep 0.02; done`,
+		nw.Address.IP)
 }
 
 // attach makes the veth pair once pid is in a network namespace of its own: eth0 in there,
@@ -58,10 +60,20 @@ func (nw *Network) attach(pid int) error {
 		}
 	}
 	name := nw.veth()
-	if err := ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)); err != nil {
+	if err := run("ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)); err != nil {
 		return fmt.Errorf("%w (is another host at %s?)", err, nw.Address.IP)
 	}
-	return ip("link", "set", name, "master", nw.Bridge, "up")
+	for _, args := range [][]string{
+		{"ip", "link", "set", name, "master", nw.Bridge, "up"},
+		{"nsenter", "--net=" + ns, "ip", "addr", "add", nw.Address.String(), "dev", "eth0"},
+		{"nsenter", "--net=" + ns, "ip", "link", "set", "eth0", "up"},
+		{"nsenter", "--net=" + ns, "ip", "link", "set", "lo", "up"},
+	} {
+		if err := run(args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // detach deletes the veth pair, if it is there.
@@ -69,12 +81,13 @@ func (nw *Network) detach() error {
 	if _, err := os.Stat(filepath.Join("/sys/class/net", nw.veth())); err != nil {
 		return nil
 	}
-	return ip("link", "del", nw.veth())
+	return run("ip", "link", "del", nw.veth())
 }
 
-func ip(args ...string) error {
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+// run runs the command args, for its exit status.
+func run(args ...string) error {
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -7,9 +7,9 @@
 //   - /usr/sbin/sshd -D run as the current user (root) on its own loopback address (all of
 //     127.0.0.0/8 is loopback on Linux, so hosts get distinct IPs in 127.0.1.0/24) and a free
 //     port, with a generated ed25519 host key and a client key shared by the hosts of one
-//     Cluster (as a cluster's SSH Secret is); or, started with StartOn, in a network
-//     namespace of its own on a real node's bridge (Network), on port 22 of an address pods
-//     reach, as they reach a site's machines;
+//     Cluster (as a cluster's SSH Secret is); or, started with StartOn, on port 22 of an
+//     address on a real node's bridge, in a network namespace of its own that routes
+//     nowhere else (Network), where the node's pods reach it as they reach a site's machines;
 //   - in its own mount and PID namespaces (unshare), where a per-host directory is bind-mounted
 //     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
