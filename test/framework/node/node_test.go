@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"github.com/akraino-edge-stack/bpa/test/framework/node"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
@@ -306,6 +307,14 @@ func (e *env) simulatedHost(t *testing.T) {
 	assert.Equal(t, "10.213.0.0/24 dev eth0 proto kernel scope link src 10.213.0.254 \n", string(out),
 		"no route out of the host's namespace but the bridge's subnet")
 
+	// A second host at the same address fails to start, and leaves the first one's veth.
+	msg := fatalOf(t, func(ft framework.T) {
+		simhost.NewCluster(ft).StartOn("twin", simhost.Network{Bridge: node.Bridge, Address: addr})
+	})
+	assert.Contains(t, msg, "is another host at 10.213.0.254?")
+	assert.Equal(t, corev1.PodSucceeded, e.runPod(t, "ssh-banner-again", "echo | nc -w 5 "+h.IP+" 22 | head -c 8", nil))
+	assert.Equal(t, "SSH-2.0-", e.kubectlLogs(t, "ssh-banner-again"), "the first host still answers")
+
 	// A host whose test dies before Stop: its processes die (Pdeathsig), and its namespace
 	// and veth go with them. (Pods' veths, which come and go meanwhile, are left out.)
 	links := func() []string {
@@ -319,6 +328,39 @@ func (e *env) simulatedHost(t *testing.T) {
 	require.NoError(t, syscall.Kill(killed.Processes()[0], syscall.SIGKILL))
 	assert.Eventually(t, func() bool { return slices.Equal(before, links()) }, 10*time.Second, 50*time.Millisecond,
 		"the killed host's veth is gone with its namespace")
+}
+
+// fatalT is a framework.T whose Fatalf ends the function fatalOf runs, not the test.
+type fatalT struct {
+	*testing.T
+	msg      string
+	cleanups []func()
+}
+
+func (f *fatalT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
+}
+func (f *fatalT) Errorf(format string, args ...any) { f.Logf("(expected) "+format, args...) }
+func (f *fatalT) Cleanup(fn func())                 { f.cleanups = append(f.cleanups, fn) }
+func (f *fatalT) Failed() bool                      { return f.msg != "" }
+
+// fatalOf runs start with a fatalT, then its cleanups, and returns what it was fatal about.
+func fatalOf(t *testing.T, start func(framework.T)) string {
+	ft := &fatalT{T: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != ft {
+				panic(r)
+			}
+		}()
+		start(ft)
+	}()
+	for i := len(ft.cleanups) - 1; i >= 0; i-- {
+		ft.cleanups[i]()
+	}
+	require.NotEmpty(t, ft.msg, "start failed")
+	return ft.msg
 }
 
 // rssMiB is the resident memory of the running bin-dir program called name.

@@ -1,6 +1,7 @@
 package simhost
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -24,6 +25,8 @@ type Network struct {
 	Bridge string
 	// Address is the host's address, with the bridge subnet's prefix (node.HostAddress).
 	Address *net.IPNet
+
+	made bool // the veth pair is this host's: attach made it
 }
 
 // veth names the veth's end on the bridge after the address (unique on the bridge):
@@ -63,6 +66,7 @@ func (nw *Network) attach(pid int) error {
 	if err := run("ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", fmt.Sprint(pid)); err != nil {
 		return fmt.Errorf("%w (is another host at %s?)", err, nw.Address.IP)
 	}
+	nw.made = true
 	for _, args := range [][]string{
 		{"ip", "link", "set", name, "master", nw.Bridge, "up"},
 		{"nsenter", "--net=" + ns, "ip", "addr", "add", nw.Address.String(), "dev", "eth0"},
@@ -70,14 +74,17 @@ func (nw *Network) attach(pid int) error {
 		{"nsenter", "--net=" + ns, "ip", "link", "set", "lo", "up"},
 	} {
 		if err := run(args...); err != nil {
-			return err
+			return errors.Join(err, nw.detach())
 		}
 	}
 	return nil
 }
 
-// detach deletes the veth pair, if it is there.
+// detach deletes the veth pair attach made, if it is still there.
 func (nw *Network) detach() error {
+	if !nw.made {
+		return nil
+	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", nw.veth())); err != nil {
 		return nil
 	}
