@@ -59,6 +59,8 @@ func TestDeploy(t *testing.T) {
 	e.pushImages(t, "bpa", "kubespray")
 	t.Run("config/default's controller and bpa serve are Ready on the node", e.deploy)
 	t.Run("run-kubespray's key as the container sees it", e.runKubesprayKey)
+	t.Run("run-kubespray's pod logs in to a simulated host on the pod network", e.sshToHost)
+	t.Run("run-kubespray through Argo's executor: its key copy 0600, used by ansible's OpenSSH", e.runKubespray)
 }
 
 func (e *env) ctx(d time.Duration) context.Context {

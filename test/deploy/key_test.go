@@ -36,14 +36,14 @@ if ssh-keygen -y -f $key >/dev/null; then echo "openssh: accepted"; else echo "o
 // fail.
 func (e *env) runKubesprayKey(t *testing.T) {
 	ctx := e.ctx(5 * time.Minute)
-	e.sshSecret(t, ctx)
+	e.sshSecret(t)
 	tmpl := e.shippedTemplate(t, ctx, "bpa-provision", "run-kubespray")
 
-	pod := e.podOf(t, tmpl, "key-as-shipped")
+	pod := e.podOf(t, tmpl, "key-as-shipped", "site-ssh", keyCheck)
 	logs := e.runToEnd(t, ctx, pod)
 	assert.Equal(t, "mode 400 uid 0\nopenssh: accepted\n", logs, "the key as the shipped template mounts it")
 
-	widened := e.podOf(t, tmpl, "key-0440")
+	widened := e.podOf(t, tmpl, "key-0440", "site-ssh", keyCheck)
 	for i := range widened.Spec.Volumes {
 		if s := widened.Spec.Volumes[i].Secret; s != nil {
 			s.DefaultMode = ptr.To[int32](0o440)
@@ -55,19 +55,15 @@ func (e *env) runKubesprayKey(t *testing.T) {
 	assert.Contains(t, logs, "openssh: refused")
 }
 
-// sshSecret creates the Secret a Provisioning's spec.ssh names: a new ed25519 key and a
+// sshSecret creates the Secret a Provisioning's spec.ssh names: a new ed25519 key, no
 // known_hosts.
-func (e *env) sshSecret(t *testing.T, ctx context.Context) {
+func (e *env) sshSecret(t *testing.T) {
 	dir := t.TempDir()
 	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "deploy-test", "-f", filepath.Join(dir, "id")).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	key, err := os.ReadFile(filepath.Join(dir, "id"))
 	require.NoError(t, err)
-	_, err = e.c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "site-ssh"}, Type: corev1.SecretTypeSSHAuth,
-		Data: map[string][]byte{corev1.SSHAuthPrivateKey: key, "known_hosts": nil},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.secret(t, "site-ssh", key, nil)
 }
 
 // argoTemplate is the part of an Argo template that becomes the pod.
@@ -100,18 +96,20 @@ func (e *env) shippedTemplate(t *testing.T, ctx context.Context, wt, name string
 }
 
 // podOf is the pod Argo would make of a, without Argo's own containers and artifacts:
-// the template's input parameters filled in (the ssh Secret, the kubespray image), and the
-// main container running keyCheck instead of the step.
-func (e *env) podOf(t *testing.T, a argoTemplate, name string) *corev1.Pod {
+// the template's input parameters filled in (the ssh Secret sshSecret, the kubespray
+// image), and the main container running script instead of the step.
+func (e *env) podOf(t *testing.T, a argoTemplate, name, sshSecret, script string) *corev1.Pod {
 	data, err := json.Marshal(a)
 	require.NoError(t, err)
-	s := strings.NewReplacer("{{inputs.parameters.ssh-secret}}", "site-ssh",
+	s := strings.NewReplacer("{{inputs.parameters.ssh-secret}}", sshSecret,
 		"{{inputs.parameters.kubespray-image}}", e.kubesprayImage).Replace(string(data))
 	require.NotContains(t, s, "{{inputs.parameters.ssh-secret}}")
+	// Into a new value: unmarshalling into a would fill the caller's slices.
+	a = argoTemplate{}
 	require.NoError(t, json.Unmarshal([]byte(s), &a))
 	require.Equal(t, e.kubesprayImage, a.Container.Image, "the template runs the CR's kubespray image")
 	main := a.Container
-	main.Name, main.Command, main.Args = "main", []string{"sh", "-c", keyCheck}, nil
+	main.Name, main.Command, main.Args = "main", []string{"sh", "-c", script}, nil
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{

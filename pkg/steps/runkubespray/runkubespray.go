@@ -227,6 +227,12 @@ func privateKey(src, tmp string) (string, error) {
 	if err := os.WriteFile(key, data, 0o600); err != nil {
 		return "", err
 	}
+	// Said as the file is, read back: what ansible-playbook's ssh will find.
+	fi, err := os.Stat(key)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("SSH private key for ansible-playbook: %s, mode %04o\n", key, fi.Mode().Perm())
 	return key, nil
 }
 

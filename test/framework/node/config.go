@@ -11,6 +11,7 @@ import (
 type files struct {
 	Dir, Bin, CNIBin                   string
 	Address, Bridge, PodSubnet, Name   string
+	PodRangeStart, PodRangeEnd         string
 	CgroupRoot, CA, Sock, PauseImage   string
 	KubeletCert, KubeletKey            string
 	KubeletKubeconfig, ProxyKubeconfig string
@@ -67,9 +68,10 @@ state = "{{.Dir}}/run/containerd"
   stream_server_port = "0"
 `
 
-// cniConfig: pods on the rig's bridge, addresses from its subnet, the bridge's address as
-// their gateway. No masquerade and no ip_forward: pod to node, node to pod and pod to a
-// ClusterIP that kube-proxy turns into the node's address are all local or bridged.
+// cniConfig: pods on the rig's bridge, addresses from the bottom of its subnet (the top is
+// the simulated hosts', see HostAddress), the bridge's address as their gateway. No
+// masquerade and no ip_forward: pod to node, node to pod, pod to a simulated host and pod
+// to a ClusterIP that kube-proxy turns into the node's address are all local or bridged.
 // No portmap: no pod here uses a hostPort, and it would leave CNI-HOSTPORT chains behind.
 const cniConfig = `{
   "cniVersion": "1.0.0",
@@ -82,7 +84,7 @@ const cniConfig = `{
     "hairpinMode": true,
     "ipam": {
       "type": "host-local",
-      "ranges": [[{"subnet": "{{.PodSubnet}}", "rangeStart": "10.213.0.10", "gateway": "{{.Address}}"}]],
+      "ranges": [[{"subnet": "{{.PodSubnet}}", "rangeStart": "{{.PodRangeStart}}", "rangeEnd": "{{.PodRangeEnd}}", "gateway": "{{.Address}}"}]],
       "routes": [{"dst": "0.0.0.0/0"}],
       "dataDir": "{{.Dir}}/cni-ipam"
     }

@@ -15,9 +15,14 @@ import (
 
 // The node's place on the machine. Fixed names: one node runs at a time (see lock).
 const (
-	bridge     = "bpanode0"
+	// Bridge is the node's bridge: its pods' veths are on it, and so are the simulated
+	// hosts' (HostAddress).
+	Bridge     = "bpanode0"
 	bridgeCIDR = "10.213.0.1/24"
 	podSubnet  = "10.213.0.0/24"
+	// The pods' addresses (host-local's range); HostAddress hands out those above.
+	podRangeStart = "10.213.0.10"
+	podRangeEnd   = "10.213.0.199"
 	// cgroupRoot is the kubelet's cgroup root, in every hierarchy: the pods go under it,
 	// not under the machine's kubepods.
 	cgroupRoot = "bpa-node"
@@ -82,17 +87,17 @@ func runOutput(name string, args ...string) (string, error) {
 }
 
 func createBridge() error {
-	if err := run("ip", "link", "add", bridge, "type", "bridge"); err != nil {
+	if err := run("ip", "link", "add", Bridge, "type", "bridge"); err != nil {
 		return err
 	}
-	if err := run("ip", "addr", "add", bridgeCIDR, "dev", bridge); err != nil {
+	if err := run("ip", "addr", "add", bridgeCIDR, "dev", Bridge); err != nil {
 		return err
 	}
-	return run("ip", "link", "set", bridge, "up")
+	return run("ip", "link", "set", Bridge, "up")
 }
 
 func bridgeExists() bool {
-	_, err := os.Stat(filepath.Join("/sys/class/net", bridge))
+	_, err := os.Stat(filepath.Join("/sys/class/net", Bridge))
 	return err == nil
 }
 
@@ -279,7 +284,7 @@ func IPTablesLeftovers() ([]string, error) {
 func cleanHost(kubeProxy string) error {
 	errs := []error{cleanIPTables(kubeProxy), removeCgroups()}
 	if bridgeExists() {
-		errs = append(errs, run("ip", "link", "del", bridge))
+		errs = append(errs, run("ip", "link", "del", Bridge))
 	}
 	for _, d := range hostDirs {
 		// Not empty: a container runtime of the machine's own uses it.

@@ -10,6 +10,9 @@
 // machine: containerd, its shims and the kubelet run in a private mount namespace, so their
 // mounts stay private and the kubelet writes none of the machine's global sysctls.
 //
+// Simulated hosts (test/framework/simhost) join the pods on the node's bridge, at addresses
+// HostAddress hands out, so that step pods reach them as a site's pods reach its machines.
+//
 // One node runs at a time on a machine (a file lock; tests of other packages wait for it):
 // kube-proxy owns the KUBE-* chains of the machine's iptables, and two would rewrite each
 // other's rules.
@@ -21,6 +24,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +71,9 @@ type Node struct {
 	mountNS, containerd, kubelet, proxy *rig.Process
 	registry                            *registry
 	stopped                             bool
+
+	hostsMu sync.Mutex
+	hosts   int // addresses HostAddress handed out
 }
 
 // Start starts a rig with opts (Node set), then the node, and waits until the Node is
@@ -114,7 +122,8 @@ func (n *Node) start(ctx context.Context) error {
 	n.Dir = filepath.Join(r.Dir, "node")
 	n.files = files{
 		Dir: n.Dir, Bin: r.BinDir, CNIBin: filepath.Join(r.BinDir, "cni"),
-		Address: Address.String(), Bridge: bridge, PodSubnet: podSubnet, Name: Name,
+		Address: Address.String(), Bridge: Bridge, PodSubnet: podSubnet, Name: Name,
+		PodRangeStart: podRangeStart, PodRangeEnd: podRangeEnd,
 		CgroupRoot: cgroupRoot, CA: r.CAFile(), Sock: filepath.Join(r.Dir, "node", "run", "containerd.sock"),
 		PauseImage:  PauseImage,
 		KubeletCert: filepath.Join(r.Dir, "node", "kubelet.crt"), KubeletKey: filepath.Join(r.Dir, "node", "kubelet.key"),
@@ -262,6 +271,26 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// HostAddress hands out an address on the node's bridge, with the bridge's prefix, for a
+// simulated host (simhost.Network) that pods reach as they would a site's machine: from the
+// top of the subnet down, above host-local's pod range, so the two never meet. Each call
+// returns a new one.
+func (n *Node) HostAddress() (*net.IPNet, error) {
+	n.hostsMu.Lock()
+	defer n.hostsMu.Unlock()
+	_, subnet, _ := net.ParseCIDR(podSubnet)
+	ip := make(net.IP, net.IPv4len)
+	for i := range ip { // the subnet's broadcast address, less one per host so far
+		ip[i] = subnet.IP.To4()[i] | ^subnet.Mask[i]
+	}
+	ip[3] -= byte(n.hosts + 1)
+	if bytes.Compare(ip, net.ParseIP(podRangeEnd).To4()) <= 0 {
+		return nil, fmt.Errorf("no address left for a simulated host above the pods' range (up to %s)", podRangeEnd)
+	}
+	n.hosts++
+	return &net.IPNet{IP: ip, Mask: subnet.Mask}, nil
 }
 
 // Stop stops the node and its rig, and removes what the node put on the machine: its

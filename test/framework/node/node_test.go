@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,8 +28,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"github.com/akraino-edge-stack/bpa/test/framework/node"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // TestRealNode runs pods in real containers on one node (a node takes about a minute to
@@ -44,6 +48,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
 	t.Run("pod start", e.podStart)
+	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
 
 	t.Run("Stop leaves nothing on the machine", func(t *testing.T) {
 		dir := n.Rig.Dir
@@ -54,7 +59,7 @@ func TestRealNode(t *testing.T) {
 		defer func() { require.NoError(t, release()) }()
 		_, err = os.Stat("/sys/class/net/bpanode0")
 		assert.True(t, os.IsNotExist(err), "bridge bpanode0 removed (stat: %v)", err)
-		assert.Equal(t, links, interfaces(t), "network interfaces as before: no pod's veth, so no pod netns")
+		assert.Equal(t, links, interfaces(t), "network interfaces as before: no pod's or simulated host's veth, so no pod netns")
 		left, err := node.IPTablesLeftovers()
 		require.NoError(t, err)
 		assert.Empty(t, left, "KUBE-* or CNI-* chains in iptables")
@@ -284,6 +289,78 @@ func (e *env) podStart(t *testing.T) {
 		took[0].Round(10*time.Millisecond), took[n-1].Round(10*time.Millisecond))
 	t.Logf("with %d pods running: kubelet RSS %d MiB, containerd RSS %d MiB", n, rssMiB(t, "kubelet"), rssMiB(t, "containerd"))
 	require.NoError(t, e.c.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+}
+
+// simulatedHost starts a simulated host on the node's bridge (simhost.StartOn at a
+// HostAddress): a pod reads its sshd's banner over the pod network, and the host's own
+// network namespace has a route to the bridge's subnet only.
+func (e *env) simulatedHost(t *testing.T) {
+	addr, err := e.n.HostAddress()
+	require.NoError(t, err)
+	assert.Equal(t, "10.213.0.254/24", addr.String(), "the first host address is the top of the bridge's subnet")
+	h := simhost.NewCluster(t).StartOn("h1", simhost.Network{Bridge: node.Bridge, Address: addr})
+	phase := e.runPod(t, "ssh-banner", "echo | nc -w 5 "+h.IP+" 22 | head -c 8", nil)
+	assert.Equal(t, corev1.PodSucceeded, phase)
+	assert.Equal(t, "SSH-2.0-", e.kubectlLogs(t, "ssh-banner"), "the host's sshd answered the pod")
+	out, err := exec.Command("nsenter", "--net="+h.NetNS(), "ip", "route").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "10.213.0.0/24 dev eth0 proto kernel scope link src 10.213.0.254 \n", string(out),
+		"no route out of the host's namespace but the bridge's subnet")
+
+	// A second host at the same address fails to start, and leaves the first one's veth.
+	msg := fatalOf(t, func(ft framework.T) {
+		simhost.NewCluster(ft).StartOn("twin", simhost.Network{Bridge: node.Bridge, Address: addr})
+	})
+	assert.Contains(t, msg, "is another host at 10.213.0.254?")
+	assert.Equal(t, corev1.PodSucceeded, e.runPod(t, "ssh-banner-again", "echo | nc -w 5 "+h.IP+" 22 | head -c 8", nil))
+	assert.Equal(t, "SSH-2.0-", e.kubectlLogs(t, "ssh-banner-again"), "the first host still answers")
+
+	// A host whose test dies before Stop: its processes die (Pdeathsig), and its namespace
+	// and veth go with them. (Pods' veths, which come and go meanwhile, are left out.)
+	links := func() []string {
+		return slices.DeleteFunc(interfaces(t), func(l string) bool { return strings.HasPrefix(l, "veth") })
+	}
+	before := links()
+	addr, err = e.n.HostAddress()
+	require.NoError(t, err)
+	killed := simhost.NewCluster(t).StartOn("killed", simhost.Network{Bridge: node.Bridge, Address: addr})
+	assert.Len(t, links(), len(before)+1, "the host's veth on the machine: %v", links())
+	require.NoError(t, syscall.Kill(killed.Processes()[0], syscall.SIGKILL))
+	assert.Eventually(t, func() bool { return slices.Equal(before, links()) }, 10*time.Second, 50*time.Millisecond,
+		"the killed host's veth is gone with its namespace")
+}
+
+// fatalT is a framework.T whose Fatalf ends the function fatalOf runs, not the test.
+type fatalT struct {
+	*testing.T
+	msg      string
+	cleanups []func()
+}
+
+func (f *fatalT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
+}
+func (f *fatalT) Errorf(format string, args ...any) { f.Logf("(expected) "+format, args...) }
+func (f *fatalT) Cleanup(fn func())                 { f.cleanups = append(f.cleanups, fn) }
+func (f *fatalT) Failed() bool                      { return f.msg != "" }
+
+// fatalOf runs start with a fatalT, then its cleanups, and returns what it was fatal about.
+func fatalOf(t *testing.T, start func(framework.T)) string {
+	ft := &fatalT{T: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != ft {
+				panic(r)
+			}
+		}()
+		start(ft)
+	}()
+	for i := len(ft.cleanups) - 1; i >= 0; i-- {
+		ft.cleanups[i]()
+	}
+	require.NotEmpty(t, ft.msg, "start failed")
+	return ft.msg
 }
 
 // rssMiB is the resident memory of the running bin-dir program called name.

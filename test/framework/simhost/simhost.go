@@ -7,7 +7,9 @@
 //   - /usr/sbin/sshd -D run as the current user (root) on its own loopback address (all of
 //     127.0.0.0/8 is loopback on Linux, so hosts get distinct IPs in 127.0.1.0/24) and a free
 //     port, with a generated ed25519 host key and a client key shared by the hosts of one
-//     Cluster (as a cluster's SSH Secret is);
+//     Cluster (as a cluster's SSH Secret is); or, started with StartOn, on port 22 of an
+//     address on a real node's bridge, in a network namespace of its own that routes
+//     nowhere else (Network), where the node's pods reach it as they reach a site's machines;
 //   - in its own mount and PID namespaces (unshare), where a per-host directory is bind-mounted
 //     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
@@ -118,28 +120,51 @@ type Host struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when sshd has exited
 	stop    sync.Once
+	network *Network // nil: on loopback, in the machine's network namespace
 }
 
 // Start starts a simulated host named name listening on ip (use 127.0.1.x) and a free port.
 func (c *Cluster) Start(name, ip string) *Host {
+	c.t.Helper()
+	if net.ParseIP(ip) == nil || !net.ParseIP(ip).IsLoopback() {
+		c.t.Fatalf("simhost: %q is not a loopback address; use 127.0.1.x", ip)
+	}
+	return c.start(&Host{Name: name, IP: ip})
+}
+
+// StartOn starts a simulated host named name in a network namespace of its own, on nw's
+// bridge at nw's address, listening on the cluster's Port, or 22 (see Network).
+func (c *Cluster) StartOn(name string, nw Network) *Host {
+	c.t.Helper()
+	if nw.Address == nil || nw.Address.IP.To4() == nil || nw.Bridge == "" {
+		c.t.Fatalf("simhost: network %+v: want a bridge and an IPv4 address with its prefix", nw)
+	}
+	return c.start(&Host{Name: name, IP: nw.Address.IP.String(), network: &nw})
+}
+
+func (c *Cluster) start(h *Host) *Host {
 	t := c.t
 	t.Helper()
-	if net.ParseIP(ip) == nil || !net.ParseIP(ip).IsLoopback() {
-		t.Fatalf("simhost: %q is not a loopback address; use 127.0.1.x", ip)
-	}
-	h := &Host{Name: name, IP: ip, cluster: c, dir: t.TempDir()}
+	h.cluster, h.dir = c, t.TempDir()
+	name := h.Name
 	if strings.ContainsAny(h.dir, " \t\n\"'\\") {
 		t.Fatalf("simhost: temp dir %q has characters sshd_config cannot take", h.dir)
 	}
 	h.setUp(t)
 	var lastErr error
 	// A port found free can be taken by another test process before sshd binds it; retry.
-	for attempt := 0; attempt < 5; attempt++ {
+	// Not in a namespace of the host's own, where nothing else binds.
+	attempts := 5
+	if h.network != nil {
+		attempts = 1
+	}
+	for attempt := 0; attempt < attempts; attempt++ {
 		if lastErr = h.launch(t); lastErr == nil {
 			break
 		}
 	}
 	if lastErr != nil {
+		h.Stop()
 		t.Fatalf("simhost %s: %v", name, lastErr)
 	}
 	if err := h.checkStubsFirst(); err != nil {
@@ -194,7 +219,10 @@ func (h *Host) setUp(t framework.T) {
 func (h *Host) launch(t framework.T) error {
 	t.Helper()
 	port := h.cluster.Port
-	if port == 0 {
+	switch {
+	case port == 0 && h.network != nil:
+		port = 22 // the namespace's own: nothing else listens there
+	case port == 0:
 		var err error
 		if port, err = freePort(h.IP); err != nil {
 			return err
@@ -227,6 +255,9 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 
 	// /run/sshd is sshd's privilege-separation directory, normally made by its service unit.
 	script := "mkdir -p /run/sshd"
+	if h.network != nil {
+		script = h.network.setUp() + " && " + script
+	}
 	for dir, at := range hostMounts {
 		script += fmt.Sprintf(" && mkdir -p %s && mount --bind %s %s", at, shQuote(h.path(dir)), at)
 	}
@@ -241,8 +272,11 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	// the kernel kills everything left in the namespace. --kill-child passes unshare's death
 	// on to sshd, and Pdeathsig the test process's death on to unshare, so not even a crashed
 	// test leaves anything running.
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
-		"--", "/bin/sh", "-c", script)
+	args := []string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--", "/bin/sh", "-c", script}
+	if h.network != nil {
+		args = append([]string{"--net"}, args...) // see Network
+	}
+	cmd := exec.Command("unshare", args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own process group, so Stop can signal unshare and sshd together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -252,6 +286,12 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	h.cmd, h.done = cmd, make(chan struct{})
 	h.stop = sync.Once{}
 	go func() { _ = cmd.Wait(); close(h.done) }()
+	if h.network != nil {
+		if err := h.network.attach(cmd.Process.Pid); err != nil {
+			h.stopSSHD()
+			return err
+		}
+	}
 
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -272,7 +312,7 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h.Stop()
+	h.stopSSHD()
 	return fmt.Errorf("sshd did not accept connections on %s within 10s:\n%s", h.Addr(), h.SSHDLog())
 }
 
@@ -339,6 +379,15 @@ func (h *Host) ClientKeyPath() string { return h.cluster.clientKeyPath }
 // KnownHostsPath is the cluster's known_hosts file.
 func (h *Host) KnownHostsPath() string { return h.cluster.knownHostsPath }
 
+// NetNS is the file of the running host's network namespace (StartOn), or "" for a host on
+// loopback.
+func (h *Host) NetNS() string {
+	if h.network == nil || h.cmd == nil || h.cmd.Process == nil {
+		return ""
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", h.cmd.Process.Pid)
+}
+
 // Dir is the host's state directory.
 func (h *Host) Dir() string { return h.dir }
 
@@ -373,9 +422,19 @@ func (h *Host) SSHDLog() string {
 	return string(b)
 }
 
-// Stop stops sshd and every process it started, and waits for them. It is also registered
+// Stop removes the host's veth, if it has one, then stops sshd and every process it
+// started, and waits for them (its network namespace ends with them). It is also registered
 // with t.Cleanup; calling it again does nothing.
 func (h *Host) Stop() {
+	if h.network != nil {
+		if err := h.network.detach(); err != nil {
+			h.cluster.t.Errorf("simhost %s: %v", h.Name, err)
+		}
+	}
+	h.stopSSHD()
+}
+
+func (h *Host) stopSSHD() {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return
 	}
