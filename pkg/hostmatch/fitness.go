@@ -96,16 +96,16 @@ func released(b *metal3v1.BareMetalHost, c Claimant) (why, short string) {
 		return fmt.Sprintf("was released by Provisioning %s, and its annotation %s is not an RFC 3339 time, so BPA cannot tell whether metal3 has deprovisioned it since", from, bpav1.HostReleasedAtAnnotation),
 			"released, not deprovisioned"
 	}
-	if ns == c.Namespace || Deprovisioned(b, at) {
+	if ns == c.Namespace || deprovisionedSince(b, at) {
 		return "", ""
 	}
 	return fmt.Sprintf("was released by Provisioning %s at %s and metal3 has not deprovisioned it since (status.operationHistory.deprovision), so it may still hold that tenant's data",
 		from, at.UTC().Format(time.RFC3339)), "released, not deprovisioned"
 }
 
-// Deprovisioned says whether metal3 recorded a finished deprovisioning of b that started
+// deprovisionedSince says whether metal3 recorded a finished deprovisioning of b that started
 // at or after since.
-func Deprovisioned(b *metal3v1.BareMetalHost, since time.Time) bool {
+func deprovisionedSince(b *metal3v1.BareMetalHost, since time.Time) bool {
 	d := b.Status.OperationHistory.Deprovision
 	if d.Start.IsZero() || d.End.IsZero() || d.End.Before(&d.Start) {
 		return false
