@@ -49,13 +49,22 @@ deps: ## Install the Debian packages the demo and the tests need, when missing (
 tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, Argo's UI, CLI and executor, the test node's kubelet, kube-proxy, kube-scheduler, kube-controller-manager, containerd, runc, CNI plugins) into bin/, once
 	@hack/build-tools.sh
 
+# The suites that run on the test node (test/framework/node). A node takes the machine's
+# node lock: they run one at a time.
+NODE_SUITES := ./test/deploy ./test/e2e ./test/framework/node ./test/ui
+MODULE := $(shell $(GO) list -m 2>/dev/null)
+
 .PHONY: test
 test: deps tools verify-generated build ## Run every test (golangci-lint, unit, fuzz seeds, real-component integration and e2e)
 	$(BIN)/golangci-lint run ./...
 	$(BIN)/bpa lint
 	$(BIN)/bpa lint $(addprefix -f ,$(wildcard examples/*.yaml pkg/validation/testdata/good/*.yaml $(if $(BPA_REFERENCE_DIR),$(addprefix $(BPA_REFERENCE_DIR)/,seeds/*.yaml icn/provisioning/*.yaml icn/software/*.yaml))))
 	$(GO) vet ./...
-	$(GO) test -p 2 -timeout 45m -count=1 ./...
+	@# Two lanes, one per core: the suites on the test node (one node per machine) one after
+	@# another, and every other package beside them.
+	@$(GO) test -p 1 -timeout 45m -count=1 $(NODE_SUITES) & node=$$!; \
+	$(GO) test -p 1 -timeout 45m -count=1 $$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(NODE_SUITES:./%=%))); rest=$$?; \
+	wait $$node; node=$$?; [ $$rest = 0 ] && [ $$node = 0 ]
 
 .PHONY: lint
 lint: ## Run golangci-lint alone (pinned in hack/tools/golangci-lint; .golangci.yml); make test runs it too
@@ -69,10 +78,14 @@ bench: tools ## Run the benchmarks (translation, matching, lease parsing; the co
 
 ##@ Run
 .PHONY: demo
-demo: deps tools ## Provision the example cluster on an embedded control plane (simulated nodes); DEMO_ONESHOT=1 exits when done
+demo: deps tools ## Provision the example cluster on an embedded control plane and a real node (simulated machines; runs as root); DEMO_ONESHOT=1 exits when done
 	@hack/logged.sh "building the demo (module downloads and compiler output: bin/logs/build-demo.log)" $(BIN)/logs/build-demo.log \
 		$(GO) build -o $(BIN)/demo ./cmd/bpa-demo
-	@$(BIN)/demo
+	@# The demo runs a real node (a bridge, network namespaces, iptables rules, cgroups): root.
+	@if [ "$$(id -u)" = 0 ]; then $(BIN)/demo; \
+	elif command -v sudo >/dev/null; then echo "demo: the node needs root; running bin/demo with sudo"; \
+		sudo --preserve-env=DEMO_ONESHOT,PATH $(BIN)/demo; \
+	else echo "demo: the node needs root (a bridge, network namespaces, iptables, cgroups): run make demo as root"; exit 1; fi
 
 .PHONY: deploy
 deploy: ## Apply CRDs (first, until Established), RBAC, the admission policy, the controller, bpa serve and the WorkflowTemplates to the current kubeconfig

@@ -70,10 +70,11 @@ func run(t *runT, root, logDir string) {
 	}()
 	oneshot := os.Getenv("DEMO_ONESHOT") != ""
 
-	say("BPA demo: real etcd, kube-apiserver, Argo workflow-controller, BPA controller and sshd.")
-	say("SIMULATED: the bare-metal nodes (sshd on 127.0.1.x, a stand-in kubelet running step pods")
-	say("as local processes) and what kubespray's roles do to a machine: the real ansible-playbook")
-	say("runs stand-in playbooks over real OpenSSH. Every BPA step runs its real code.")
+	say("BPA demo: real etcd, kube-apiserver, a real node (kubelet, containerd, runc), Argo's")
+	say("workflow-controller and executor, the BPA controller, and each step in its image.")
+	say("SIMULATED: the bare-metal machines (an sshd each, in a network namespace of its own on the")
+	say("node's bridge) and what kubespray's roles do to a machine: the real ansible-playbook runs")
+	say("stand-in playbooks in the stand-in kubespray image over real OpenSSH.")
 	say("starting the embedded control plane and simulated site (logs in %s)...", rel(root, logDir))
 	start := time.Now()
 	site := sim.New(t, sim.Options{LogDir: logDir})
@@ -167,6 +168,7 @@ type runT struct {
 
 	mu       sync.Mutex
 	cleanups []func()
+	tmp      string // TempDir's parent
 	failed   bool
 	exiting  bool
 }
@@ -217,14 +219,27 @@ func (t *runT) failNow() {
 	t.finish(1)
 }
 
-// TempDir is a fresh folder under the system's temp dir (short paths: sshd and unix
-// sockets live there), removed by the cleanups.
+// TempDir is a fresh folder in the demo's own folder under the system's temp dir (short
+// paths: sshd and unix sockets live there), all of it removed by the cleanups. One parent
+// for all: the simulated site hands it to the stand-in kubespray's containers.
 func (t *runT) TempDir() string {
-	dir, err := os.MkdirTemp("", "bpa-demo-")
+	t.mu.Lock()
+	root := t.tmp
+	t.mu.Unlock()
+	if root == "" {
+		var err error
+		if root, err = os.MkdirTemp("", "bpa-demo-"); err != nil {
+			t.Fatalf("TempDir: %v", err)
+		}
+		t.Cleanup(func() { os.RemoveAll(root) })
+		t.mu.Lock()
+		t.tmp = root
+		t.mu.Unlock()
+	}
+	dir, err := os.MkdirTemp(root, "")
 	if err != nil {
 		t.Fatalf("TempDir: %v", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
 

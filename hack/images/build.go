@@ -47,10 +47,6 @@ func specOf(ctx context.Context, o Options, n string, logf func(string, ...any))
 	case "argoexec":
 		return Argoexec(o)
 	case "kubespray":
-		agent, err := BuildAgent(o)
-		if err != nil {
-			return Spec{}, err
-		}
 		start := time.Now()
 		rootfs, key, note, err := KubesprayRootfs.Build(ctx, o.Dir)
 		if err != nil {
@@ -60,7 +56,7 @@ func specOf(ctx context.Context, o Options, n string, logf func(string, ...any))
 			logf("image kubespray: %s", note)
 		}
 		logf("image kubespray: rootfs %s ready in %.1fs", key, time.Since(start).Seconds())
-		return Kubespray(o, rootfs, key, agent)
+		return Kubespray(o, rootfs, key)
 	}
 	return Spec{}, fmt.Errorf("unknown image %q (want one of %v)", n, Names)
 }

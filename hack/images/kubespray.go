@@ -187,21 +187,15 @@ func xattrs(records map[string]string) map[string]string {
 // KubesprayRepo is where kubespray publishes its image; its tag names the release.
 const KubesprayRepo = "quay.io/kubespray/kubespray"
 
-// SimAgent is where the stand-in kubespray image holds the stand-in's agent; the image's
-// BPA_SIM_AGENT names it.
-const SimAgent = "/usr/local/bin/kubespray-sim-agent"
-
 // Kubespray is the stand-in kubespray image: the Debian rootfs (rootfs, its tar and key
 // from Rootfs.Build), the stand-in tree (test/framework/kubespraysim/kubespray) at
-// /kubespray, its working directory as in kubespray's image, and the agent its tasks run.
-// It is tagged with every release pkg/kubespray supports: the tag is what the stand-in
-// playbooks read the release from. It runs as root, as kubespray's does.
-func Kubespray(o Options, rootfs, rootfsKey, agent string) (Spec, error) {
+// /kubespray, its working directory as in kubespray's image. It is tagged with every release
+// pkg/kubespray supports: the tag is what the stand-in playbooks read the release from. It
+// runs as root, as kubespray's does. What the stand-in does to the machines it does through
+// their folders and its agent, which the test site that simulates those machines hands the
+// container (test/framework/sim): none of that is in the image.
+func Kubespray(o Options, rootfs, rootfsKey string) (Spec, error) {
 	tree, err := treeEntries(filepath.Join(o.Root, "test", "framework", "kubespraysim", "kubespray"), "kubespray")
-	if err != nil {
-		return Spec{}, err
-	}
-	a, err := Binary(SimAgent[1:], agent)
 	if err != nil {
 		return Spec{}, err
 	}
@@ -214,22 +208,16 @@ func Kubespray(o Options, rootfs, rootfsKey, agent string) (Spec, error) {
 		Refs: refs,
 		Layers: []Layer{
 			{What: "Debian " + KubesprayRootfs.Suite + " with " + strings.Join(KubesprayRootfs.Packages, ", "), TarFile: rootfs, TarKey: rootfsKey},
-			{What: "stand-in kubespray tree and agent", Entries: append(tree, a)},
+			{What: "stand-in kubespray tree", Entries: tree},
 		},
 		Config: v1.Config{
-			Env: []string{pathEnv, "LANG=C.UTF-8", "BPA_SIM_AGENT=" + SimAgent,
+			Env: []string{pathEnv, "LANG=C.UTF-8",
 				// The tree is shared by every run of the image: keep Python from writing into it.
 				"PYTHONDONTWRITEBYTECODE=1"},
 			WorkingDir: "/kubespray",
 			Cmd:        []string{"/bin/bash"},
 		},
 	}, nil
-}
-
-// BuildAgent builds the stand-in's agent for the image into bin/images/bin.
-func BuildAgent(o Options) (string, error) {
-	out := filepath.Join(o.Dir, "bin", "kubespray-sim-agent")
-	return out, GoBuild(o.Root, "./test/framework/kubespraysim/agent", out)
 }
 
 // treeEntries is the directory src as entries under prefix, owned by root, files 0644

@@ -126,7 +126,7 @@ func TestHostsExamples(t *testing.T) {
 				assert.Equal(t, fromNICs, fromLeases, l)
 			}
 			for _, h := range hostsJSON(t, fromNICs) {
-				assert.Regexp(t, `^127\.0\.1\.1[1-9]$`, h.IP)
+				assert.Regexp(t, `^10\.213\.1\.1[1-9]$`, h.IP)
 			}
 		})
 	}
@@ -144,7 +144,7 @@ func TestHostsFirstFitTrap(t *testing.T) {
       "master"
     ],
     "mac": "52:54:00:00:00:08",
-    "ip": "127.0.1.18",
+    "ip": "10.213.1.18",
     "bareMetalHost": "node-08",
     "etcd": true
   },
@@ -154,7 +154,7 @@ func TestHostsFirstFitTrap(t *testing.T) {
       "worker"
     ],
     "mac": "52:54:00:00:00:07",
-    "ip": "127.0.1.17",
+    "ip": "10.213.1.17",
     "bareMetalHost": "node-07"
   },
   {
@@ -163,7 +163,7 @@ func TestHostsFirstFitTrap(t *testing.T) {
       "worker"
     ],
     "mac": "52:54:00:00:00:06",
-    "ip": "127.0.1.16",
+    "ip": "10.213.1.16",
     "bareMetalHost": "node-06"
   }
 ]

@@ -16,9 +16,9 @@ func TestInventoryKubespray(t *testing.T) {
 	assert.Equal(t, `# Kubespray inventory rendered by BPA from the cluster's Provisioning. BPA renders it again
 # on every run, so change the CR (or its inventory template) rather than this file.
 [all]
-master ansible_host=127.0.1.11 ip=127.0.1.11
-worker-1 ansible_host=127.0.1.12 ip=127.0.1.12
-worker-2 ansible_host=127.0.1.13 ip=127.0.1.13
+master ansible_host=10.213.1.11 ip=10.213.1.11
+worker-1 ansible_host=10.213.1.12 ip=10.213.1.12
+worker-2 ansible_host=10.213.1.13 ip=10.213.1.13
 
 [kube_control_plane]
 master
@@ -52,7 +52,7 @@ func TestInventoryTemplates(t *testing.T) {
 	out, _, err := bpa(t, "inventory", "-f", examples+"provisioning-kud-plugins.yaml", "--bmh", examples+"bmh/provisioning-kud-plugins.yaml",
 		"--template", hostsTestdata+"inventory.tmpl")
 	require.NoError(t, err)
-	assert.Equal(t, "# 1 hosts rendered with a user template\n[all]\nmaster-1 ansible_host=127.0.1.19 access_ip=127.0.1.19\n\n[kube_control_plane]\nmaster-1\n", out)
+	assert.Equal(t, "# 1 hosts rendered with a user template\n[all]\nmaster-1 ansible_host=10.213.1.19 access_ip=10.213.1.19\n\n[kube_control_plane]\nmaster-1\n", out)
 
 	// A CR naming a template ConfigMap and a flavour: offline, the flavour applies and the
 	// user hears that the ConfigMap cannot be read.

@@ -55,8 +55,8 @@ func init() {
 				"argv, hosts.ini and vars.yaml.\n\n" +
 				"--output-dir DIR writes DIR/01-<playbook>/{argv.json,hosts.ini,vars.yaml,operation.json} and so on,\n" +
 				"numbered across the whole plan in operation order, and DIR/plan.json, to run real kubespray\n" +
-				"with (the argv's paths are the step's: -i /tmp/bpa/in/hosts.ini, or the inventory without the\n" +
-				"removed nodes under /tmp/bpa/run/, and -e @/tmp/bpa/in/extra-vars.yaml).",
+				"with (the argv's paths are the step's: -i /bpa/in/hosts.ini, or the inventory without the\n" +
+				"removed nodes under /tmp/bpa/run/, and -e @/bpa/in/extra-vars.yaml).",
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				if err := out.resolveDir(cmd, &outDir); err != nil {

@@ -25,9 +25,9 @@ import (
 
 // The hosts of examples/provisioning-by-mac.yaml as a run applied them (examples/bmh).
 var (
-	appliedMaster  = bpav1.HostStatus{Name: "master", Roles: []string{"master"}, Etcd: true, MAC: "00:c6:14:04:61:b2", IP: "127.0.1.11", BareMetalHost: "node-01"}
-	appliedWorker1 = bpav1.HostStatus{Name: "worker-1", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b1", IP: "127.0.1.12", BareMetalHost: "node-02"}
-	appliedWorker2 = bpav1.HostStatus{Name: "worker-2", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b2", IP: "127.0.1.13", BareMetalHost: "node-03"}
+	appliedMaster  = bpav1.HostStatus{Name: "master", Roles: []string{"master"}, Etcd: true, MAC: "00:c6:14:04:61:b2", IP: "10.213.1.11", BareMetalHost: "node-01"}
+	appliedWorker1 = bpav1.HostStatus{Name: "worker-1", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b1", IP: "10.213.1.12", BareMetalHost: "node-02"}
+	appliedWorker2 = bpav1.HostStatus{Name: "worker-2", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b2", IP: "10.213.1.13", BareMetalHost: "node-03"}
 )
 
 const day2BMH = "../../examples/bmh/provisioning-by-mac.yaml"
@@ -93,8 +93,8 @@ func TestPlanAddWorker(t *testing.T) {
 			assert.Equal(t, []string{"01-facts", "02-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 			var argv []string
 			readJSON(t, filepath.Join(dir, "02-scale", "argv.json"), &argv)
-			assert.Equal(t, []string{"ansible-playbook", "-i", "/tmp/bpa/in/hosts.ini", "--private-key", "/tmp/bpa/ssh/ssh-privatekey", "-u", "root", "-b",
-				"--limit", "worker-2", "-e", "@/tmp/bpa/in/extra-vars.yaml"}, argv[:12])
+			assert.Equal(t, []string{"ansible-playbook", "-i", "/bpa/in/hosts.ini", "--private-key", "/tmp/bpa/ssh/ssh-privatekey", "-u", "root", "-b",
+				"--limit", "worker-2", "-e", "@/bpa/in/extra-vars.yaml"}, argv[:12])
 			assert.Equal(t, "scale.yml", argv[len(argv)-1])
 			readJSON(t, filepath.Join(dir, "01-facts", "argv.json"), &argv)
 			assert.NotContains(t, argv, "--limit")
@@ -111,9 +111,9 @@ func TestPlanAddWorker(t *testing.T) {
 	require.NoError(t, err)
 	for _, want := range []string{
 		"## Step 1/1 scale-workers: add worker worker-2\n## nodes: worker-2\n",
-		"\n# 1. facts: gather every host's facts for scale.yml's --limit\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'",
-		"\n# 2. scale: add worker worker-2\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini' '--private-key' '/tmp/bpa/ssh/ssh-privatekey' '-u' 'root' '-b' '--limit' 'worker-2' ",
-		"worker-2 ansible_host=127.0.1.13 ip=127.0.1.13\n",
+		"\n# 1. facts: gather every host's facts for scale.yml's --limit\n'ansible-playbook' '-i' '/bpa/in/hosts.ini'",
+		"\n# 2. scale: add worker worker-2\n'ansible-playbook' '-i' '/bpa/in/hosts.ini' '--private-key' '/tmp/bpa/ssh/ssh-privatekey' '-u' 'root' '-b' '--limit' 'worker-2' ",
+		"worker-2 ansible_host=10.213.1.13 ip=10.213.1.13\n",
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -134,7 +134,7 @@ func TestPlanRemoveWorker(t *testing.T) {
 	assert.Equal(t, "remove-node.yml", argv[len(argv)-1])
 	ini, err := os.ReadFile(filepath.Join(dir, "01-remove-node", "hosts.ini"))
 	require.NoError(t, err)
-	assert.Contains(t, string(ini), "worker-2 ansible_host=127.0.1.13")
+	assert.Contains(t, string(ini), "worker-2 ansible_host=10.213.1.13")
 
 	// spec.nodeRemoval's drain settings, and worker-1 leaves while worker-2 joins.
 	cr, p = byMac(t, []bpav1.HostStatus{appliedWorker2}, "  nodeRemoval: {drainGracePeriodSeconds: 30, drainTimeoutSeconds: 60, drainRetries: 1, allowUngraceful: true}\n")
@@ -144,14 +144,14 @@ func TestPlanRemoveWorker(t *testing.T) {
 	assert.Equal(t, []string{"01-remove-node", "02-facts", "03-scale"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+kubespray.DefaultVersion))
 	readJSON(t, filepath.Join(dir, "01-remove-node", "argv.json"), &argv)
 	assert.Equal(t, `{"drain_grace_period":30,"drain_retries":1,"drain_timeout":"60s","node":"worker-1","skip_confirmation":true}`, argv[11])
-	assert.Equal(t, "/tmp/bpa/in/hosts.ini", argv[2])
+	assert.Equal(t, "/bpa/in/hosts.ini", argv[2])
 	for op, path := range map[string]string{"02-facts": "/tmp/bpa/run/01-hosts.ini", "03-scale": "/tmp/bpa/run/02-hosts.ini"} {
 		readJSON(t, filepath.Join(dir, op, "argv.json"), &argv)
 		assert.Equal(t, path, argv[2], "run-kubespray's inventory without worker-1, numbered in its step")
 		ini, err := os.ReadFile(filepath.Join(dir, op, "hosts.ini"))
 		require.NoError(t, err)
 		assert.NotContains(t, string(ini), "worker-1")
-		assert.Contains(t, string(ini), "worker-2 ansible_host=127.0.1.13")
+		assert.Contains(t, string(ini), "worker-2 ansible_host=10.213.1.13")
 	}
 	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1))
 	require.NoError(t, err)

@@ -65,7 +65,7 @@ func planArgv(t *testing.T, op string) []string {
 		switch {
 		case i > 0 && argv[i-1] == "-i": // hosts.ini, or the inventory without the removed nodes
 			argv[i] = filepath.Join(op, "hosts.ini")
-		case a == "@/tmp/bpa/in/extra-vars.yaml":
+		case a == "@/bpa/in/extra-vars.yaml":
 			argv[i] = "@" + filepath.Join(op, "vars.yaml")
 		}
 	}
@@ -124,8 +124,8 @@ func TestExamplesPlanPassKubesprayRules(t *testing.T) {
 func TestPrintedPlan(t *testing.T) {
 	out, err := plan(t, "-f", "../../examples/provisioning-kud-plugins.yaml", "--bmh", "../../examples/bmh/provisioning-kud-plugins.yaml")
 	require.NoError(t, err)
-	i, j, k := strings.Index(out, "# 1. cluster: build the cluster on every host\n'ansible-playbook' '-i' '/tmp/bpa/in/hosts.ini'"),
-		strings.Index(out, "# hosts.ini (-i /tmp/bpa/in/hosts.ini)\n"), strings.Index(out, "# vars.yaml (-e @/tmp/bpa/in/extra-vars.yaml)\n")
+	i, j, k := strings.Index(out, "# 1. cluster: build the cluster on every host\n'ansible-playbook' '-i' '/bpa/in/hosts.ini'"),
+		strings.Index(out, "# hosts.ini (-i /bpa/in/hosts.ini)\n"), strings.Index(out, "# vars.yaml (-e @/bpa/in/extra-vars.yaml)\n")
 	assert.True(t, i >= 0 && j > i && k > j, out)
 	assert.Contains(t, out, "\"kud_plugins\":\n  - !unsafe")
 }

@@ -58,10 +58,10 @@ func TestHostsOutputFormats(t *testing.T) {
 	args := []string{"hosts", "-f", examples + "provisioning-by-resources.yaml", "--bmh", examples + "bmh/provisioning-by-resources.yaml"}
 	text, _, err := bpa(t, args...)
 	require.NoError(t, err)
-	assert.Equal(t, `NAME      ROLES   ETCD  IP          MAC                BAREMETALHOST
-master-1  master  yes   127.0.1.18  52:54:00:00:00:08  node-08
-worker-1  worker  -     127.0.1.17  52:54:00:00:00:07  node-07
-worker-2  worker  -     127.0.1.16  52:54:00:00:00:06  node-06
+	assert.Equal(t, `NAME      ROLES   ETCD  IP           MAC                BAREMETALHOST
+master-1  master  yes   10.213.1.18  52:54:00:00:00:08  node-08
+worker-1  worker  -     10.213.1.17  52:54:00:00:00:07  node-07
+worker-2  worker  -     10.213.1.16  52:54:00:00:00:06  node-06
 `, text)
 
 	asYAML, _, err := bpa(t, append(args, "-o", "yaml")...)
@@ -71,9 +71,9 @@ worker-2  worker  -     127.0.1.16  52:54:00:00:00:06  node-06
 	var hosts []bpav1.HostStatus
 	require.NoError(t, yaml.UnmarshalStrict([]byte(asYAML), &hosts), asYAML)
 	assert.Equal(t, []bpav1.HostStatus{
-		{Name: "master-1", Roles: []string{"master"}, MAC: "52:54:00:00:00:08", IP: "127.0.1.18", BareMetalHost: "node-08", Etcd: true},
-		{Name: "worker-1", Roles: []string{"worker"}, MAC: "52:54:00:00:00:07", IP: "127.0.1.17", BareMetalHost: "node-07"},
-		{Name: "worker-2", Roles: []string{"worker"}, MAC: "52:54:00:00:00:06", IP: "127.0.1.16", BareMetalHost: "node-06"},
+		{Name: "master-1", Roles: []string{"master"}, MAC: "52:54:00:00:00:08", IP: "10.213.1.18", BareMetalHost: "node-08", Etcd: true},
+		{Name: "worker-1", Roles: []string{"worker"}, MAC: "52:54:00:00:00:07", IP: "10.213.1.17", BareMetalHost: "node-07"},
+		{Name: "worker-2", Roles: []string{"worker"}, MAC: "52:54:00:00:00:06", IP: "10.213.1.16", BareMetalHost: "node-06"},
 	}, hosts)
 	fromYAML, err := yaml.YAMLToJSON([]byte(asYAML))
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ func TestBuildOperation(t *testing.T) {
 	o.KubesprayImage, o.Playbook, o.PlaybookVars = "registry.local:5000/kubespray/kubespray:v2.27.1@sha256:abc", "remove-node.yml", `{"node":"w1,w2","skip_confirmation":true}`
 	inv, err := Build(o, "/usr/bin/ansible-playbook", nil)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"-e", "@/tmp/bpa/in/extra-vars.yaml", "-e", `{"node":"w1,w2","skip_confirmation":true}`}, inv.Args[8:12])
+	assert.Equal(t, []string{"-e", "@/bpa/in/extra-vars.yaml", "-e", `{"node":"w1,w2","skip_confirmation":true}`}, inv.Args[8:12])
 	assert.Equal(t, "remove-node.yml", inv.Args[len(inv.Args)-1])
 
 	o = DefaultRunOptions()
@@ -58,7 +58,7 @@ func TestBuildChecksHostKeys(t *testing.T) {
 		"--private-key", "/etc/bpa/ssh/ssh-privatekey",
 		"-u", "root",
 		"-b",
-		"-e", "@/tmp/bpa/in/extra-vars.yaml",
+		"-e", "@/bpa/in/extra-vars.yaml",
 		"-e", `{"ansible_host_key_checking":true,"ansible_port":22,` +
 			`"ansible_ssh_args":"-o ControlMaster=auto -o ControlPersist=30m -o ConnectionAttempts=100 -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/etc/bpa/ssh/known_hosts",` +
 			`"ansible_ssh_common_args":"-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/etc/bpa/ssh/known_hosts",` +

@@ -21,10 +21,10 @@ import (
 	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
-// BenchmarkSixStepRun compares, on one simulated site (test/framework/sim: a real workflow-controller
-// and BPA controller, step pods run by the stand-in kubelet as local processes), a
-// Provisioning's six-step run with a plain Argo DAG of six no-op container steps (`bpa
-// version`) through the same kubelet, three of each, alternating. Issue 14's target: the
+// BenchmarkSixStepRun compares, on one simulated site (test/framework/sim: a real
+// workflow-controller and BPA controller, step pods on a real node with Argo's real
+// executor), a Provisioning's six-step run with a plain Argo DAG of six no-op container steps
+// (`bpa version` in the same bpa image) on the same node, three of each, alternating. Issue 14's target: the
 // run's own overhead, everything but kubespray's playbook time, <= 1.3x the DAG.
 //
 //   - dag-s: the DAG's Workflow create until its phase is Succeeded (the median run);
@@ -107,8 +107,8 @@ func BenchmarkSixStepRun(b *testing.B) {
 // noopDAG runs a Workflow of six chained no-op steps and returns its create until
 // Succeeded. Its pods run as bpa-step, the account with no rights but the executor's.
 func noopDAG(ctx context.Context, b *testing.B, s *sim.Site, i int) time.Duration {
-	// The bpa binary, which the kubelet maps to the build under test, printing its version.
-	noop := wfv1.Template{Name: "noop", Container: &corev1.Container{Image: "ghcr.io/akraino-edge-stack/bpa:latest", Command: []string{"bpa", "version"}}}
+	// The site's bpa image (this tree's bpa), printing its version.
+	noop := wfv1.Template{Name: "noop", Container: &corev1.Container{Image: sim.StepImage, Command: []string{"bpa", "version"}}}
 	var tasks []wfv1.DAGTask
 	for n := range 6 {
 		t := wfv1.DAGTask{Name: fmt.Sprintf("step-%d", n+1), Template: "noop"}
@@ -136,7 +136,7 @@ func noopDAG(ctx context.Context, b *testing.B, s *sim.Site, i int) time.Duratio
 // machine (a real sshd) the site starts, its SSH Secret, and the Provisioning (not created).
 func siteCluster(ctx context.Context, s *sim.Site, i int) (*bpav1.Provisioning, string) {
 	cluster := fmt.Sprintf("bench-%d", i)
-	mac, ip := fmt.Sprintf("52:54:00:00:f0:%02x", i), "127.0.1."+strconv.Itoa(200+i)
+	mac, ip := fmt.Sprintf("52:54:00:00:f0:%02x", i), sim.HostIP(200+i)
 	s.AddHosts(ctx, []metal3v1.BareMetalHost{{
 		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-m1"},
 		Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},

@@ -25,6 +25,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario j: day 2 on one cluster, one change after another ----
@@ -56,7 +57,7 @@ func (e *env) scenarioDay2(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "d2-" + name},
 			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
 			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: "127.0.1." + strconv.Itoa(n)}}}},
+				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
 		}
 		if strings.HasPrefix(name, "pool-") {
 			h.Labels = map[string]string{"pool": "edge"}

@@ -27,6 +27,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
@@ -61,9 +62,7 @@ func TestLatest(t *testing.T) {
 	d, err := kubespray.DownloadsFor("v2.28.0", "1.32.5", "amd64")
 	require.NoError(t, err)
 	artifactstest.Upload(ctx, t, up, d.Files, d.Images)
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(caFile, ca, 0o644))
-	e.SetKubesprayEnv("SSL_CERT_FILE=" + caFile)
+	e.SetKubesprayEnv("SSL_CERT_FILE=" + e.File("latest-ca.crt", ca))
 	key, err := os.ReadFile(public)
 	require.NoError(t, err)
 	pol := &bpav1.BPAPolicy{}
@@ -150,11 +149,11 @@ func TestLatest(t *testing.T) {
 	}
 
 	// A node joins: it gets the newest version.
-	w3 := e.StartMachine("latest-w3", "127.0.1.209")
+	w3 := e.StartMachine("latest-w3", sim.HostIP(209))
 	e.CreateSSHSecret(ctx, "latest")
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, e.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: "latest-configmap"}, cm))
-	cm.Data["WORKER_w3"] = "127.0.1.209"
+	cm.Data["WORKER_w3"] = sim.HostIP(209)
 	require.NoError(t, e.Client.Update(ctx, cm))
 	got = e.waitSoftware(t, sw.Name, 1, got.Status.NodesHash)
 	machines["w3"] = w3

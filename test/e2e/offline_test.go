@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario k: an air-gapped site ----
@@ -45,15 +45,13 @@ func (e *env) scenarioOffline(t *testing.T) {
 	require.NoError(t, err)
 	artifactstest.Upload(e.ctx, t, up, d.Files, d.Images)
 
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(caFile, ca, 0o644))
-	e.SetKubesprayEnv("SSL_CERT_FILE=" + caFile)
+	e.SetKubesprayEnv("SSL_CERT_FILE=" + e.File("offline-ca.crt", ca))
 	// The admin lists the server in the site's BPAPolicy (config/ ships one), first with a
 	// CA that did not sign its certificate.
 	pol := &bpav1.BPAPolicy{}
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
 	before := pol.Spec.ArtifactServers
-	pol.Spec.ArtifactServers = slices.Concat(before, []bpav1.ArtifactServer{{URL: url, CABundle: otherCA(t)}})
+	pol.Spec.ArtifactServers = slices.Concat(before, []bpav1.ArtifactServer{{URL: url, CABundle: e.otherCA(t)}})
 	require.NoError(t, e.Client.Update(e.ctx, pol))
 	t.Cleanup(func() {
 		if e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol) == nil {
@@ -94,7 +92,7 @@ func (e *env) scenarioOffline(t *testing.T) {
 		`artifact server CA: installed on m1 `, `artifact server CA: installed on w1 `,
 		`artifact server CA \(1 certificates\): installed on 2 hosts, already current on 0, failed on 0`,
 		`offline: 2 hosts downloaded every file and image manifest \(\d+ bytes\) from \S+/files`)
-	for _, ip := range []string{"127.0.1.250", "127.0.1.251"} {
+	for _, ip := range []string{sim.HostIP(250), sim.HostIP(251)} {
 		data, err := os.ReadFile(e.Machine(ip).File(nodetrust.Path))
 		require.NoError(t, err)
 		assert.Equal(t, string(ca), string(data), ip)
@@ -154,7 +152,7 @@ func (e *env) offlineSoftware(t *testing.T, p *bpav1.Provisioning, url string, u
 	}
 	require.NoError(t, e.Client.Update(e.ctx, pol))
 	got = e.waitSoftware(t, sw.Name, 1, "")
-	for _, ip := range []string{"127.0.1.250", "127.0.1.251"} {
+	for _, ip := range []string{sim.HostIP(250), sim.HostIP(251)} {
 		m := e.Machine(ip)
 		assert.Equal(t, "1.2-1", m.Packages()["bpa-offline-tool"], ip)
 		src, err := os.ReadFile(m.File(bpav1.AptSourcePath))
@@ -166,7 +164,7 @@ func (e *env) offlineSoftware(t *testing.T, p *bpav1.Provisioning, url string, u
 }
 
 // otherCA is a CA for the artifact server's address (as the policy requires: name-constrained
-// to 127.0.0.1) that signed nothing the test serves.
-func otherCA(t *testing.T) string {
-	return string(nodetrusttest.NewCA(t, nil, net.IPv4(127, 0, 0, 1)).PEM)
+// to it) that signed nothing the test serves.
+func (e *env) otherCA(t *testing.T) string {
+	return string(nodetrusttest.NewCA(t, nil, e.Rig.ServiceAddress()).PEM)
 }

@@ -110,11 +110,15 @@ func (ca *CA) Issue(t testing.TB, cn string, names ...string) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// StartTLS starts ts serving a certificate ca issues for 127.0.0.1, the address its URL
-// names. ts.Client() trusts that certificate.
+// StartTLS starts ts serving a certificate ca issues for its listener's address (127.0.0.1 unless
+// a test moved it), the address its URL names. ts.Client() trusts that certificate.
 func (ca *CA) StartTLS(t testing.TB, ts *httptest.Server) {
 	t.Helper()
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "", "127.0.0.1")}}
+	host, _, err := net.SplitHostPort(ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "", host)}}
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 }
@@ -123,9 +127,23 @@ func (ca *CA) StartTLS(t testing.TB, ts *httptest.Server) {
 // 127.0.0.1, the server's address; it returns the server and that CA (PEM), as a BPAPolicy
 // entry for the server's URL holds it.
 func NewTLSServer(t testing.TB, h http.Handler) (*httptest.Server, []byte) {
+	return NewTLSServerAt(t, h, net.IPv4(127, 0, 0, 1))
+}
+
+// NewTLSServerAt is NewTLSServer listening on ip (a test node's address, which its pods
+// reach), with a CA that permits only ip.
+func NewTLSServerAt(t testing.TB, h http.Handler, ip net.IP) (*httptest.Server, []byte) {
 	t.Helper()
-	ca := NewCA(t, nil, net.IPv4(127, 0, 0, 1))
+	ca := NewCA(t, nil, ip)
 	ts := httptest.NewUnstartedServer(h)
+	if !ip.IsLoopback() {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+		if err != nil {
+			t.Fatalf("listening on %s: %v", ip, err)
+		}
+		ts.Listener.Close()
+		ts.Listener = l
+	}
 	ca.StartTLS(t, ts)
 	return ts, ca.PEM
 }

@@ -177,7 +177,7 @@ func TestPublishRefuses(t *testing.T) {
 }
 
 func TestCommandFlags(t *testing.T) {
-	err := Command().ParseFlags([]string{"--namespace=bpa", "--provisioning=p", "--hosts-file=/tmp/bpa/in/hosts.json", "--workflow-name=wf"})
+	err := Command().ParseFlags([]string{"--namespace=bpa", "--provisioning=p", "--hosts-file=/bpa/in/hosts.json", "--workflow-name=wf"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,9 +57,9 @@ func setup(t *testing.T, mutate func(*metal3v1.BareMetalHost)) (client.Client, O
 }
 
 var want = []bpav1.HostStatus{
-	{Name: "master", Roles: []string{"master"}, MAC: "00:c6:14:04:61:b2", IP: "127.0.1.11", BareMetalHost: "node-01", Etcd: true},
-	{Name: "worker-1", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b1", IP: "127.0.1.12", BareMetalHost: "node-02"},
-	{Name: "worker-2", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b2", IP: "127.0.1.13", BareMetalHost: "node-03"},
+	{Name: "master", Roles: []string{"master"}, MAC: "00:c6:14:04:61:b2", IP: "10.213.1.11", BareMetalHost: "node-01", Etcd: true},
+	{Name: "worker-1", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b1", IP: "10.213.1.12", BareMetalHost: "node-02"},
+	{Name: "worker-2", Roles: []string{"worker"}, MAC: "00:c2:12:03:62:b2", IP: "10.213.1.13", BareMetalHost: "node-03"},
 }
 
 func TestFromBareMetalHostNICs(t *testing.T) {

@@ -104,9 +104,9 @@ func TestRunFailures(t *testing.T) {
 func TestCommandFlagsMatchTheWorkflowTemplate(t *testing.T) {
 	cmd := Command()
 	// The arguments bpa-provision's run-kubespray template passes.
-	require.NoError(t, cmd.ParseFlags([]string{"--inventory=/tmp/bpa/in/hosts.ini", "--extra-vars=/tmp/bpa/in/extra-vars.yaml",
+	require.NoError(t, cmd.ParseFlags([]string{"--inventory=/bpa/in/hosts.ini", "--extra-vars=/bpa/in/extra-vars.yaml",
 		"--ssh-key=/etc/bpa/ssh/ssh-privatekey", "--known-hosts=/etc/bpa/ssh/known_hosts", "--ssh-user=root", "--ssh-port=22",
-		"--insecure-ignore-host-key=false", "--operations=/tmp/bpa/in/operations.json", "--allow-ungraceful=true"}))
+		"--insecure-ignore-host-key=false", "--operations=/bpa/in/operations.json", "--allow-ungraceful=true"}))
 	assert.Equal(t, "ansible-playbook", cmd.Flag("ansible-playbook").Value.String())
 	assert.Equal(t, "true", cmd.Flag("allow-ungraceful").Value.String())
 }

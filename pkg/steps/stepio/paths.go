@@ -9,8 +9,11 @@ import (
 
 const (
 	// InDir is where a step pod's inputs are: the template's input artifacts (raw
-	// parameter values written as files) are mounted under it.
-	InDir = "/tmp/bpa/in"
+	// parameter values written as files) are mounted under it. Outside every volume the
+	// templates mount: Argo then mounts each artifact from its own volume, a file the
+	// step's user reads. Under one (the pod's /tmp), Argo's init container, as root, would
+	// make the folder 0700 inside that volume, and the nonroot step could not read it.
+	InDir = "/bpa/in"
 	// OutDir is where a step writes its outputs: the template's output parameters read
 	// their values (valueFrom.path) from files under it.
 	OutDir = "/tmp/bpa/out"

@@ -82,6 +82,6 @@ func TestCRGet(t *testing.T) {
 }
 
 func TestPaths(t *testing.T) {
-	assert.Equal(t, "/tmp/bpa/in/hosts.json", In(HostsFile))
+	assert.Equal(t, "/bpa/in/hosts.json", In(HostsFile))
 	assert.Equal(t, "/tmp/bpa/out/hosts.ini", Out(InventoryFile))
 }

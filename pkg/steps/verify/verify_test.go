@@ -593,7 +593,7 @@ func TestRunNeedsWorkflowOwner(t *testing.T) {
 // TestCommandFlags makes sure the flags the WorkflowTemplate passes parse.
 func TestCommandFlags(t *testing.T) {
 	cmd := Command()
-	err := cmd.ParseFlags([]string{"--namespace=bpa", "--provisioning=p", "--hosts-file=/tmp/bpa/in/hosts.json",
+	err := cmd.ParseFlags([]string{"--namespace=bpa", "--provisioning=p", "--hosts-file=/bpa/in/hosts.json",
 		"--ssh-key=/etc/bpa/ssh/ssh-privatekey", "--known-hosts=/etc/bpa/ssh/known_hosts", "--ssh-user=root", "--ssh-port=22",
 		"--insecure-ignore-host-key=false", "--workflow-name=wf", "--workflow-uid=123", "--timeout=10m", "--kubernetes-version="})
 	if err != nil {

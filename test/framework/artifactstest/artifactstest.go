@@ -112,8 +112,8 @@ func ServerClient(ctx context.Context, t testing.TB, r *rig.Rig, scheme *runtime
 }
 
 // Server starts a real artifact server over HTTPS that reads anonymously, as a site's
-// nodes read it. It returns the server's URL, its CA (PEM: a CA name-constrained to the
-// server's address 127.0.0.1, which no trust store holds: a reader trusts it only when given
+// nodes read it, at the rig's ServiceAddress. It returns the server's URL, its CA (PEM: a CA
+// name-constrained to the server's address, which no trust store holds: a reader trusts it only when given
 // it, as the nodes are by BPAPolicy spec.artifactServers), and a client that trusts it and uploads with a
 // real token of a ServiceAccount bound to config/serve's bpa-artifacts-uploader.
 // Each opt may change the server's Options, e.g. set AptSigningKey (see AptKey).
@@ -128,7 +128,7 @@ func Server(ctx context.Context, t *testing.T, r *rig.Rig, opt ...func(*artifact
 	}
 	srv, err := artifacts.NewServer(ctx, opts)
 	require.NoError(t, err)
-	ts, ca := nodetrusttest.NewTLSServer(t, srv)
+	ts, ca := nodetrusttest.NewTLSServerAt(t, srv, r.ServiceAddress())
 	tc := ts.Client()
 	tc.Transport = transport.NewBearerAuthRoundTripper(token, tc.Transport)
 	return ts.URL, ca, &artifacts.Client{URL: ts.URL, HTTP: tc, StateDir: t.TempDir()}

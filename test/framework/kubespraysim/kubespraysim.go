@@ -83,9 +83,32 @@ type Container struct {
 // with StopSSHMasters.
 func NewControlDir() (string, error) { return os.MkdirTemp("/tmp", "bpa-cp-") }
 
-// Env returns the environment variables of c to add to the container's, besides the step's own.
-func (c Container) Env() ([]string, error) {
+// SimEnv is what the stand-in's playbooks read of c (the Env constants), as the rig gives
+// it to a run-kubespray container on the node.
+func (c Container) SimEnv() ([]string, error) {
 	dirs, err := json.Marshal(c.KubeDirs)
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		EnvAppKubeconfig + "=" + c.AppKubeconfig,
+		EnvKubeDirs + "=" + string(dirs),
+		EnvFailFile + "=" + c.FailFile,
+		EnvUnmatchedFile + "=" + c.UnmatchedFile,
+		EnvImage + "=" + c.Image,
+		EnvRecordDir + "=" + c.RecordDir,
+	}
+	if c.Agent != "" {
+		env = append(env, EnvAgent+"="+c.Agent)
+	}
+	return env, nil
+}
+
+// Env is SimEnv plus what a container would give ansible-playbook run as a process of the
+// machine's (the tests that run the stand-in without a node): its own /tmp, HOME and ssh
+// control directory.
+func (c Container) Env() ([]string, error) {
+	env, err := c.SimEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -93,23 +116,16 @@ func (c Container) Env() ([]string, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
-	return []string{
-		EnvAppKubeconfig + "=" + c.AppKubeconfig,
-		EnvKubeDirs + "=" + string(dirs),
-		EnvFailFile + "=" + c.FailFile,
-		EnvUnmatchedFile + "=" + c.UnmatchedFile,
-		EnvImage + "=" + c.Image,
-		EnvRecordDir + "=" + c.RecordDir,
-		EnvAgent + "=" + c.Agent,
+	return append(env,
 		// kubespray's ansible.cfg caches facts under /tmp; here /tmp is the machine's, so
 		// the container's own stands for it.
-		"ANSIBLE_CACHE_PLUGIN_CONNECTION=" + c.Tmp,
-		"ANSIBLE_LOCAL_TEMP=" + filepath.Join(c.Tmp, "ansible-local"),
-		"HOME=" + home,
-		"ANSIBLE_SSH_CONTROL_PATH_DIR=" + cmp.Or(c.ControlDir, filepath.Join(home, ".ansible", "cp")),
+		"ANSIBLE_CACHE_PLUGIN_CONNECTION="+c.Tmp,
+		"ANSIBLE_LOCAL_TEMP="+filepath.Join(c.Tmp, "ansible-local"),
+		"HOME="+home,
+		"ANSIBLE_SSH_CONTROL_PATH_DIR="+cmp.Or(c.ControlDir, filepath.Join(home, ".ansible", "cp")),
 		// The tree is shared by every container: keep Python from writing into it.
 		"PYTHONDONTWRITEBYTECODE=1",
-	}, nil
+	), nil
 }
 
 // Tree is the stand-in kubespray checkout: the working directory of run-kubespray in the rig.

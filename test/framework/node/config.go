@@ -92,9 +92,13 @@ const cniConfig = `{
 }
 `
 
-// kubeletConfig: cgroupfs under the node's own cgroup root, x509 client certificates from
-// the rig's CA (the apiservers'), everything on disk under the node's dir, no iptables
-// chains of its own, and eviction thresholds low enough for a shared test machine.
+// kubeletConfig: EventedPLEG (alpha; containerd 2 streams the CRI's container events): the
+// kubelet learns that a container started or exited when containerd says so, not at its
+// next once-a-second relist, which a step pod (init, then main and wait) paid two or three
+// times (with the rig's shorter Argo requeue, an example's run went from 59 s to 44 s).
+// cgroupfs under the node's own cgroup root, x509 client certificates from the rig's CA
+// (the apiservers'), everything on disk under the node's dir, no iptables chains of its
+// own, and eviction thresholds low enough for a shared test machine.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: {{.Address}}
@@ -121,6 +125,7 @@ volumePluginDir: {{.Dir}}/kubelet-plugins
 resolvConf: {{.Dir}}/resolv.conf
 clusterDomain: cluster.local
 serializeImagePulls: false
+featureGates: {EventedPLEG: true}
 evictionHard:
   memory.available: 100Mi
   nodefs.available: 2%

@@ -18,9 +18,10 @@ const (
 	// Bridge is the node's bridge: its pods' veths are on it, and so are the simulated
 	// hosts' (HostAddress).
 	Bridge     = "bpanode0"
-	bridgeCIDR = "10.213.0.1/24"
-	podSubnet  = "10.213.0.0/24"
-	// The pods' addresses (host-local's range); HostAddress hands out those above.
+	bridgeCIDR = "10.213.0.1/16"
+	podSubnet  = "10.213.0.0/16"
+	// The pods' addresses (host-local's range): the bottom of the subnet. HostNet holds the
+	// simulated hosts a test names, and HostAddress hands out others from the top down.
 	podRangeStart = "10.213.0.10"
 	podRangeEnd   = "10.213.0.199"
 	// cgroupRoot is the kubelet's cgroup root, in every hierarchy: the pods go under it,
@@ -210,15 +211,16 @@ func mountNSPIDs(pid int) []int {
 }
 
 // leftoverShims are the running shims of the bin dir's containerd outside the machine's
-// mount namespace: those of a node whose test was killed (the shims outlive the namespace's
-// holder). One node runs at a time, and a containerd run by hand has its shims in the
-// machine's namespace.
+// mount namespace (this process's: pid 1's may be out of reach, as in a VM's or a
+// container's init): those of a node whose test was killed (the shims outlive the
+// namespace's holder). One node runs at a time, and a containerd run by hand has its shims
+// in the machine's namespace.
 func leftoverShims(binDir string) []int {
 	shim, err := filepath.EvalSymlinks(filepath.Join(binDir, "containerd-shim-runc-v2"))
 	if err != nil {
 		return nil
 	}
-	host, err := os.Readlink("/proc/1/ns/mnt")
+	host, err := os.Readlink("/proc/self/ns/mnt")
 	if err != nil {
 		return nil
 	}

@@ -26,6 +26,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -88,6 +89,9 @@ func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
 	if missing := rig.MissingTools(opts.BinDir, Tools...); len(missing) > 0 {
 		return nil, fmt.Errorf("missing %s in %s: run hack/build-tools.sh", strings.Join(missing, ", "), opts.BinDir)
 	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the test node needs root: it makes a bridge, network namespaces, iptables rules and cgroups (run as root, or `sudo make ...`)")
+	}
 	n := &Node{}
 	if n.lock, err = lockMachine(ctx); err != nil {
 		return nil, err
@@ -106,7 +110,7 @@ func Start(ctx context.Context, opts rig.Options) (_ *Node, err error) {
 	if err = createBridge(); err != nil {
 		return nil, err
 	}
-	opts.Node = &rig.NodeOptions{Name: Name, Address: Address}
+	opts.Node = &rig.NodeOptions{Name: Name, Address: Address, Hosts: HostNet}
 	if n.Rig, err = rig.Start(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -273,21 +277,35 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 	})
 }
 
+// HostNet is where the simulated hosts a test places itself live (the examples'
+// BareMetalHosts, the e2e sites'): 10.213.1.0/24 on the node's bridge, above the pods'
+// range and below what HostAddress hands out. HostOn gives such an address its prefix.
+var HostNet = &net.IPNet{IP: net.IPv4(10, 213, 1, 0).To4(), Mask: net.CIDRMask(24, 32)}
+
+// HostOn is ip, an address in HostNet, with the bridge subnet's prefix, as a simulated
+// host's Network takes it.
+func HostOn(ip string) (*net.IPNet, error) {
+	a := net.ParseIP(ip).To4()
+	if a == nil || !HostNet.Contains(a) {
+		return nil, fmt.Errorf("%q is not in the node's host network %s", ip, HostNet)
+	}
+	_, subnet, _ := net.ParseCIDR(podSubnet)
+	return &net.IPNet{IP: a, Mask: subnet.Mask}, nil
+}
+
 // HostAddress hands out an address on the node's bridge, with the bridge's prefix, for a
 // simulated host (simhost.Network) that pods reach as they would a site's machine: from the
-// top of the subnet down, above host-local's pod range, so the two never meet. Each call
-// returns a new one.
+// top of the subnet down, far above host-local's pod range and HostNet, so they never meet.
+// Each call returns a new one.
 func (n *Node) HostAddress() (*net.IPNet, error) {
 	n.hostsMu.Lock()
 	defer n.hostsMu.Unlock()
 	_, subnet, _ := net.ParseCIDR(podSubnet)
+	top := binary.BigEndian.Uint32(subnet.IP.To4()) | ^binary.BigEndian.Uint32(subnet.Mask)
 	ip := make(net.IP, net.IPv4len)
-	for i := range ip { // the subnet's broadcast address, less one per host so far
-		ip[i] = subnet.IP.To4()[i] | ^subnet.Mask[i]
-	}
-	ip[3] -= byte(n.hosts + 1)
-	if bytes.Compare(ip, net.ParseIP(podRangeEnd).To4()) <= 0 {
-		return nil, fmt.Errorf("no address left for a simulated host above the pods' range (up to %s)", podRangeEnd)
+	binary.BigEndian.PutUint32(ip, top-uint32(n.hosts+1)) // the broadcast address, less one per host so far
+	if HostNet.Contains(ip) || bytes.Compare(ip, net.ParseIP(podRangeEnd).To4()) <= 0 {
+		return nil, fmt.Errorf("no address left for a simulated host above %s", HostNet)
 	}
 	n.hosts++
 	return &net.IPNet{IP: ip, Mask: subnet.Mask}, nil

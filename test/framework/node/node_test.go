@@ -297,21 +297,21 @@ func (e *env) podStart(t *testing.T) {
 func (e *env) simulatedHost(t *testing.T) {
 	addr, err := e.n.HostAddress()
 	require.NoError(t, err)
-	assert.Equal(t, "10.213.0.254/24", addr.String(), "the first host address is the top of the bridge's subnet")
+	assert.Equal(t, "10.213.255.254/16", addr.String(), "the first host address is the top of the bridge's subnet")
 	h := simhost.NewCluster(t).StartOn("h1", simhost.Network{Bridge: node.Bridge, Address: addr})
 	phase := e.runPod(t, "ssh-banner", "echo | nc -w 5 "+h.IP+" 22 | head -c 8", nil)
 	assert.Equal(t, corev1.PodSucceeded, phase)
 	assert.Equal(t, "SSH-2.0-", e.kubectlLogs(t, "ssh-banner"), "the host's sshd answered the pod")
 	out, err := exec.Command("nsenter", "--net="+h.NetNS(), "ip", "route").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Equal(t, "10.213.0.0/24 dev eth0 proto kernel scope link src 10.213.0.254 \n", string(out),
+	assert.Equal(t, "10.213.0.0/16 dev eth0 proto kernel scope link src 10.213.255.254 \n", string(out),
 		"no route out of the host's namespace but the bridge's subnet")
 
 	// A second host at the same address fails to start, and leaves the first one's veth.
 	msg := fatalOf(t, func(ft framework.T) {
 		simhost.NewCluster(ft).StartOn("twin", simhost.Network{Bridge: node.Bridge, Address: addr})
 	})
-	assert.Contains(t, msg, "is another host at 10.213.0.254?")
+	assert.Contains(t, msg, "is another host at 10.213.255.254?")
 	assert.Equal(t, corev1.PodSucceeded, e.runPod(t, "ssh-banner-again", "echo | nc -w 5 "+h.IP+" 22 | head -c 8", nil))
 	assert.Equal(t, "SSH-2.0-", e.kubectlLogs(t, "ssh-banner-again"), "the first host still answers")
 

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -117,6 +118,20 @@ func simulatedNodeIPs() []net.IP {
 	ips := []net.IP{net.IPv4(127, 0, 0, 1)}
 	for i := 1; i <= 254; i++ {
 		ips = append(ips, net.IPv4(127, 0, 1, byte(i)))
+	}
+	return ips
+}
+
+// addresses are the host addresses of an IPv4 subnet (neither its network nor its
+// broadcast address).
+func addresses(subnet *net.IPNet) []net.IP {
+	ones, bits := subnet.Mask.Size()
+	base := binary.BigEndian.Uint32(subnet.IP.To4())
+	var ips []net.IP
+	for i := uint32(1); i < 1<<(bits-ones)-1; i++ {
+		ip := make(net.IP, net.IPv4len)
+		binary.BigEndian.PutUint32(ip, base+i)
+		ips = append(ips, ip)
 	}
 	return ips
 }

@@ -33,21 +33,16 @@ func (r *Rig) writeKubeletClientFiles() error {
 	return writeCertAndKey(r.file(kubeletClientCert), r.file(kubeletClientKey), der, key)
 }
 
-// KubeletTLSConfig is the server side of a kubelet API on 127.0.0.1 (test/kubelet serves
-// containerLogs with it): a serving certificate the apiservers verify, and only clients with
-// a certificate of the rig's CA (the apiservers') are let in, as a kubelet with
-// --client-ca-file does.
-func (r *Rig) KubeletTLSConfig() (*tls.Config, error) {
-	der, key, err := r.ca.issue("simulated-kubelet", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
+// ServingTLSConfig is the server side of a TLS service on 127.0.0.1 that the rig's
+// apiservers call (an admission webhook of a test's): a certificate for cn that CAData
+// verifies.
+func (r *Rig) ServingTLSConfig(cn string) (*tls.Config, error) {
+	der, key, err := r.ca.issue(cn, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(r.ca.cert)
 	return &tls.Config{
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
 }

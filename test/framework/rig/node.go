@@ -25,6 +25,10 @@ type NodeOptions struct {
 	// through the `kubernetes` Service, and kube-proxy cannot send them to a loopback
 	// address (an EndpointSlice may not hold one).
 	Address net.IP
+	// Hosts is the subnet of the simulated hosts that front the application apiserver (a
+	// cluster's kubeconfig names its first control-plane host): the application
+	// apiserver's certificate holds each of its addresses, and its URL is on Address.
+	Hosts *net.IPNet
 }
 
 // user is a static token identity of an apiserver; component names its kubeconfig file.
@@ -81,6 +85,15 @@ func (r *Rig) mainAPIServer() apiServerSpec {
 // "kube-proxy", "kube-scheduler", "kube-controller-manager"), written when Options.Node is set.
 func (r *Rig) ComponentKubeconfig(component string) string {
 	return filepath.Join(r.Dir, "kube-apiserver", component+".kubeconfig")
+}
+
+// ServiceAddress is where the rig's pods and simulated hosts reach a server of the test's
+// own: the node's address (Options.Node), or 127.0.0.1 without a node.
+func (r *Rig) ServiceAddress() net.IP {
+	if r.opts.Node != nil {
+		return r.opts.Node.Address
+	}
+	return net.IPv4(127, 0, 0, 1)
 }
 
 // CAFile is the PEM file of the rig's CA, which verifies the apiservers and signed the

@@ -8,10 +8,9 @@
 //	r := rig.ForTest(t, rig.Options{WorkflowController: true})
 //	c := kubernetes.NewForConfigOrDie(r.RESTConfig)
 //
-// Workflow pods stay Pending in a rig: start it through test/framework/node for a real
-// node (Options.Node readies the apiserver for one), or pair it with
-// test/framework/kubelet, which runs their containers as local processes. Several rigs can
-// run at once (each picks free ports and its own temp dir).
+// Workflow pods stay Pending in a rig alone: start it through test/framework/node for a real
+// node (Options.Node readies the apiserver for one). Several rigs can run at once (each picks
+// free ports and its own temp dir); one node at a time.
 package rig
 
 import (
@@ -401,7 +400,17 @@ func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	if app != nil {
 		return app, nil
 	}
-	app, err := r.startAPIServer(ctx, apiServerSpec{name: "app-apiserver", etcdPrefix: "/app", bind: "0.0.0.0", certIPs: simulatedNodeIPs()})
+	spec := apiServerSpec{name: "app-apiserver", etcdPrefix: "/app", bind: "0.0.0.0", certIPs: simulatedNodeIPs()}
+	if n := r.opts.Node; n != nil {
+		// Pods and the simulated hosts reach it on the node's address; the hosts that front
+		// it are in n.Hosts.
+		spec.host = n.Address.String()
+		spec.certIPs = append(spec.certIPs, n.Address)
+		if n.Hosts != nil {
+			spec.certIPs = append(spec.certIPs, addresses(n.Hosts)...)
+		}
+	}
+	app, err := r.startAPIServer(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -475,8 +484,8 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 			"--service-cluster-ip-range=" + serviceCIDR,
 			// One client per test: fairness queuing only adds start-up work.
 			"--enable-priority-and-fairness=false",
-			// Logs, exec and port-forward go to the kubelet's API (a real one, or
-			// test/framework/kubelet), over TLS verified both ways, at the address its Node reports.
+			// Logs, exec and port-forward go to the kubelet's API over TLS verified both
+			// ways, at the address its Node reports.
 			"--kubelet-certificate-authority=" + r.file(caFile),
 			"--kubelet-client-certificate=" + r.file(kubeletClientCert),
 			"--kubelet-client-key=" + r.file(kubeletClientKey),

@@ -1,27 +1,29 @@
-// Package sim starts a whole simulated bare-metal site for the e2e tests and `make demo`:
-// a real etcd, kube-apiserver and Argo workflow-controller (test/rig); BPA's CRDs, admission
-// policies and step RBAC; the real BPA controller binary; BareMetalHosts whose machines are
-// real sshd processes on loopback addresses (test/simhost); an "application" apiserver for
-// the clusters being built; and a stand-in kubelet (test/kubelet) that runs the step pods as
-// local processes.
+// Package sim starts a whole simulated bare-metal site for the e2e tests, the benchmarks,
+// the UI test and `make demo`, on a real node (test/framework/node): a real etcd,
+// kube-apiserver, kube-scheduler, kube-controller-manager, kubelet, containerd and runc, and
+// Argo's workflow-controller with its real executor; BPA's CRDs, admission policies and step
+// RBAC from config/; the real BPA controller binary; the images hack/images builds (bpa from
+// this tree, Argo's executor, the stand-in kubespray), pulled through the node's registry
+// mirror; BareMetalHosts whose machines are real sshd processes in network namespaces of
+// their own on the node's bridge (test/framework/simhost); and an "application" apiserver for
+// the clusters being built, which each machine fronts on its address as a control-plane
+// machine would.
 //
-// SIMULATED, and only these: pod execution (the stand-in kubelet) and what kubespray's
-// roles do to a machine (test/framework/kubespraysim: real Ansible playbooks, run by the real
-// ansible-playbook over real OpenSSH). Every BPA step runs its real code against real
-// components.
+// SIMULATED, and only this: what kubespray's roles do to a machine
+// (test/framework/kubespraysim: real Ansible playbooks in the stand-in kubespray image, run
+// by the real ansible-playbook over real OpenSSH). For that the run-kubespray container gets
+// the stand-in's settings and the site's folder (see kubesprayInjector). Every BPA step runs
+// its real code in its real image.
 package sim
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"github.com/akraino-edge-stack/bpa/test/framework"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,24 +35,35 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/akraino-edge-stack/bpa/hack/images"
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
+	"github.com/akraino-edge-stack/bpa/test/framework"
 	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/framework/hostfixture"
-	"github.com/akraino-edge-stack/bpa/test/framework/kubelet"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
+	"github.com/akraino-edge-stack/bpa/test/framework/node"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
-// KubesprayImage is the repository of the default kubespray image, which the stand-in
-// kubelet answers with the simulated kubespray.
-const KubesprayImage = "quay.io/kubespray/kubespray"
+// KubesprayImage is the repository of the default kubespray image: the stand-in kubespray
+// image (hack/images) holds it at every release pkg/kubespray knows.
+const KubesprayImage = images.KubesprayRepo
+
+// StepImage is the bpa image the site's steps run: this tree's bpa, built by the site.
+const StepImage = images.BPARepo + ":" + stepTag
+
+const stepTag = "sim"
+
+// SSHPort is the port the site's machines' sshd listens on: not 22, so every CR names it in
+// spec.ssh.port and the port travels through BPA as a site's own would.
+const SSHPort = 2222
 
 // Options configure a Site.
 type Options struct {
-	// Log receives the rig's process output and the stand-in kubelet's lines (default: none;
-	// everything also goes to files under the rig's directory).
+	// Log receives the rig's process output (default: none; everything also goes to files
+	// under the rig's directory).
 	Log io.Writer
 	// LogDir is where the control plane and the BPA controller log (rig.Options.LogDir).
 	LogDir string
@@ -59,13 +72,13 @@ type Options struct {
 // Site is a running simulated site.
 type Site struct {
 	T         framework.T
+	Node      *node.Node
 	Rig       *rig.Rig
 	App       *rig.AppAPIServer
 	Client    client.Client
-	Kubelet   *kubelet.Kubelet
 	SSH       *simhost.Cluster
 	Namespace string
-	// BPA is the bpa binary the controller and the steps run.
+	// BPA is the bpa binary the controller runs; the steps run the same code in StepImage.
 	BPA string
 	// FailFile makes the simulated kubespray fail while it exists.
 	FailFile string
@@ -81,19 +94,29 @@ type Site struct {
 	// kubesprayEnv is added to the kubespray container's environment (SetKubesprayEnv).
 	kubesprayEnv []string
 	ctrl         *exec.Cmd
-	dir          string
+	// dir is the site's folder; root, its parent, holds the machines' folders too, and the
+	// run-kubespray containers see it at the same path.
+	dir, root     string
+	appKubeconfig string
+	// agent is the stand-in kubespray's agent in the site's folder: its tasks run it on the
+	// machines (whose files are the machine's, but for their own folders) and in the
+	// container, and both see it there.
+	agent string
 }
 
 // New starts a site for t; everything stops in t.Cleanup.
 func New(t framework.T, opts Options) *Site {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	s := &Site{T: t, hosts: map[string]*simhost.Host{}, dir: t.TempDir()}
+	s.root = filepath.Dir(s.dir)
 	s.BPA = buildBPA(t)
-	s.Rig = rig.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log, LogDir: opts.LogDir})
+	s.Node = node.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log, LogDir: opts.LogDir})
+	s.Rig = s.Node.Rig
 	s.Namespace = s.Rig.Namespace
 	cfg := s.Rig.RESTConfig
+	s.pushImages(ctx)
 
 	must(t, bpatest.InstallCRDs(ctx, cfg), "installing BPA CRDs")
 	must(t, bpatest.InstallBareMetalHostCRD(ctx, cfg), "installing the BareMetalHost CRD")
@@ -105,38 +128,55 @@ func New(t framework.T, opts Options) *Site {
 
 	s.App, err = s.Rig.StartAppAPIServer(ctx)
 	must(t, err, "starting the application apiserver")
+	s.appKubeconfig = filepath.Join(s.dir, "app.kubeconfig")
+	data, err := os.ReadFile(s.App.Kubeconfig)
+	must(t, err, "reading the application apiserver's kubeconfig")
+	must(t, os.WriteFile(s.appKubeconfig, data, 0o600), "writing the application apiserver's kubeconfig")
 
 	s.SSH = simhost.NewCluster(t)
-	s.SSH.Port = freeLoopbackPort(t)
+	s.SSH.Port = SSHPort
 	s.FailFile = filepath.Join(s.dir, "kubespray-fails")
 	s.UnmatchedFile = filepath.Join(s.dir, "kubespray-removals-match-nothing")
 	s.KubesprayRuns = filepath.Join(s.dir, "kubespray-runs")
-
-	logf := func(format string, args ...any) {}
-	if opts.Log != nil {
-		logf = func(format string, args ...any) { fmt.Fprintf(opts.Log, "[kubelet] "+format+"\n", args...) }
-	}
-	kubeletTLS, err := s.Rig.KubeletTLSConfig()
-	must(t, err, "the stand-in kubelet's certificate")
-	s.Kubelet, err = kubelet.Start(context.Background(), kubelet.Options{
-		TLSConfig:        kubeletTLS,
-		Config:           cfg,
-		Kubeconfig:       s.Rig.Kubeconfig,
-		AsServiceAccount: true,
-		Namespace:        s.Namespace,
-		Executables:      map[string]string{"bpa": s.BPA},
-		Runners:          map[string]kubelet.Runner{KubesprayImage: s.runKubespray},
-		// The bpa image's user (hack/images.NonRoot): the steps run as it, reading the SSH key through fsGroup.
-		ImageUsers:  map[string]kubelet.ImageUser{"ghcr.io/akraino-edge-stack/bpa": {UID: 65532, GID: 65532}},
-		Concurrency: 6,
-		Logf:        logf,
-	})
-	must(t, err, "starting the stand-in kubelet")
-	t.Cleanup(s.Kubelet.Stop)
+	must(t, os.Mkdir(s.KubesprayRuns, 0o755), "making the kubespray runs' folder")
+	agent, err := kubespraysim.BuildAgent()
+	must(t, err, "building the stand-in kubespray's agent")
+	s.agent = filepath.Join(s.dir, "kubespray-sim-agent")
+	must(t, copyFile(agent, s.agent, 0o755), "copying the stand-in kubespray's agent")
+	must(t, s.injectKubesprayEnv(ctx), "the run-kubespray containers' settings")
 
 	s.StartController()
 	t.Cleanup(func() { s.StopController(false) })
 	return s
+}
+
+// pushImages builds the images the steps run (bpa from this tree, the stand-in kubespray:
+// cached in bin/images on their inputs) and pushes them to the node's registry.
+func (s *Site) pushImages(ctx context.Context) {
+	root, err := rig.RepoRoot()
+	must(s.T, err, "the repository")
+	o, err := images.Options{Root: root, BPATag: stepTag, Argoexec: filepath.Join(s.Rig.BinDir, "argoexec")}.Defaults()
+	must(s.T, err, "image options")
+	bpa := o
+	bpa.Dir = filepath.Join(s.dir, "images") // this tree's bpa: not a cache
+	var built []images.Built
+	for _, b := range []struct {
+		o    images.Options
+		name string
+	}{{bpa, "bpa"}, {o, "kubespray"}} {
+		img, err := images.Build(ctx, b.o, []string{b.name}, s.T.Logf)
+		must(s.T, err, "building the "+b.name+" image")
+		built = append(built, img...)
+	}
+	must(s.T, s.Node.Push(ctx, built...), "pushing the images to the node's registry")
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, mode)
 }
 
 func must(t framework.T, err error, what string) {
@@ -168,80 +208,6 @@ func buildBPA(t framework.T) string {
 	return buildPath
 }
 
-func freeLoopbackPort(t framework.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err, "finding a free port")
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// runKubespray runs the run-kubespray step pod: the real `bpa step run-kubespray` (the
-// init container's copy of bpa is this build) in the stand-in kubespray checkout
-// (kubespraysim.Tree), where it runs Debian's real ansible-playbook on the SIMULATED
-// playbooks, over real OpenSSH to the simulated hosts.
-func (s *Site) runKubespray(ctx context.Context, e *kubelet.Exec) (int, error) {
-	tree, err := kubespraysim.Tree()
-	if err != nil {
-		return 0, err
-	}
-	agent, err := kubespraysim.BuildAgent()
-	if err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	dirs := map[string]string{}
-	for ip, h := range s.hosts {
-		dirs[ip] = h.KubernetesDir()
-	}
-	extra := append([]string(nil), s.kubesprayEnv...)
-	s.mu.Unlock()
-	// The container's own /tmp (the stand-in kubelet's $TMPDIR for the pod), where
-	// kubespray's ansible.cfg caches facts: gone with it.
-	tmp := envOf(e.Env, "TMPDIR")
-	if tmp == "" {
-		return 0, errors.New("the stand-in kubelet gave the kubespray container no TMPDIR")
-	}
-	control, err := kubespraysim.NewControlDir()
-	if err != nil {
-		return 0, err
-	}
-	// A container's processes end with it: Ansible's ssh masters too.
-	defer kubespraysim.StopSSHMasters(control)
-	env, err := kubespraysim.Container{
-		Image: e.Image, AppKubeconfig: s.App.Kubeconfig, KubeDirs: dirs, FailFile: s.FailFile,
-		UnmatchedFile: s.UnmatchedFile, RecordDir: s.KubesprayRuns, Agent: agent, Tmp: tmp, ControlDir: control,
-	}.Env()
-	if err != nil {
-		return 0, err
-	}
-	e.Dir = tree
-	e.Command = append([]string{s.BPA}, e.Command[1:]...)
-	if !hasPath(e.Env) {
-		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
-	}
-	e.Env = append(append(e.Env, env...), extra...)
-	fmt.Fprintln(e.Stderr, "SIMULATED: kubespray's playbooks are the stand-in tree test/framework/kubespraysim/kubespray, run by the real ansible-playbook; the run-kubespray step itself is real")
-	return kubelet.ExecRunner(ctx, e)
-}
-
-func envOf(env []string, name string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-func hasPath(env []string) bool {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			return true
-		}
-	}
-	return false
-}
-
 // StartController starts the real `bpa controller` binary against the rig.
 func (s *Site) StartController() {
 	s.mu.Lock()
@@ -250,7 +216,7 @@ func (s *Site) StartController() {
 	must(s.T, err, "controller log")
 	cmd := exec.Command(s.BPA, "controller", "--namespaces="+s.Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Rig.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Rig.Kubeconfig, "BPA_STEP_IMAGE="+StepImage)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	must(s.T, cmd.Start(), "starting bpa controller")
@@ -343,7 +309,10 @@ func (s *Site) Reprovision(ctx context.Context, names ...string) {
 	}
 }
 
-// StartMachine starts a simulated machine at ip, unless one runs there.
+// StartMachine starts a simulated machine at ip (in node.HostNet; see HostIP), unless one
+// runs there. It fronts the application apiserver on its address, at the apiserver's port,
+// as a control-plane machine serves its own: a cluster's kubeconfig names its first
+// control-plane machine.
 func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	s.mu.Lock()
 	h, ok := s.hosts[ip]
@@ -351,12 +320,26 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	if ok {
 		return h
 	}
-	h = s.SSH.Start(name, ip)
+	addr, err := node.HostOn(ip)
+	must(s.T, err, "machine "+name)
+	h = s.SSH.StartOn(name, simhost.Network{Bridge: node.Bridge, Address: addr})
+	if !strings.HasPrefix(h.Dir(), s.root+string(filepath.Separator)) {
+		s.T.Fatalf("machine %s's folder %s is not under the site's %s, which run-kubespray sees", name, h.Dir(), s.root)
+	}
+	app, err := url.Parse(s.App.URL)
+	must(s.T, err, "the application apiserver's URL")
+	must(s.T, h.Forward(s.App.Port, app.Host), "machine "+name+" fronting the application apiserver")
 	h.SetAvailable(Repository)
 	s.mu.Lock()
 	s.hosts[ip] = h
 	s.mu.Unlock()
 	return h
+}
+
+// HostIP is the address of the site's n-th machine (1..254), in node.HostNet.
+func HostIP(n int) string {
+	ip := node.HostNet.IP.To4()
+	return net.IPv4(ip[0], ip[1], ip[2], byte(n)).String()
 }
 
 // SetKubesprayEnv sets what every later kubespray container's environment gets besides the
@@ -400,6 +383,3 @@ func (s *Site) CreateSSHSecret(ctx context.Context, cluster string) {
 	}
 	must(s.T, err, "creating the SSH Secret")
 }
-
-// SSHPortString is the port every simulated machine listens on, for spec.ssh.port.
-func (s *Site) SSHPortString() string { return strconv.Itoa(s.SSH.Port) }

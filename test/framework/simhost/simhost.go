@@ -121,6 +121,8 @@ type Host struct {
 	done    chan struct{} // closed when sshd has exited
 	stop    sync.Once
 	network *Network // nil: on loopback, in the machine's network namespace
+	// forwarders are Forward's listeners, in the host's network namespace.
+	forwarders []net.Listener
 }
 
 // Start starts a simulated host named name listening on ip (use 127.0.1.x) and a free port.
@@ -426,6 +428,9 @@ func (h *Host) SSHDLog() string {
 // started, and waits for them (its network namespace ends with them). It is also registered
 // with t.Cleanup; calling it again does nothing.
 func (h *Host) Stop() {
+	for _, l := range h.forwarders {
+		_ = l.Close()
+	}
 	if h.network != nil {
 		if err := h.network.detach(); err != nil {
 			h.cluster.t.Errorf("simhost %s: %v", h.Name, err)
