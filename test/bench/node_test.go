@@ -55,8 +55,8 @@ var (
 //   - idle-kubelet-MiB, idle-containerd-MiB: VmRSS once the node is Ready, before any pod;
 //     kubelet-MiB, containerd-MiB: with the pods running; after-kubelet-MiB,
 //     after-containerd-MiB: once they are deleted and their shims have exited (shims-gone-s
-//     after the pods left the API: the kubelet removes a dead pod's sandbox in its
-//     once-a-minute garbage collection; after-shims: those left when it gave up waiting);
+//     after the pods left the API, which they do before their sandboxes are removed;
+//     after-shims: those left if three minutes were not enough);
 //   - shims, shims-MiB, shims-pss-MiB: the containerd shims running the pods (one per pod),
 //     their VmRSS summed (which counts the binary's shared pages once per shim) and their
 //     proportional set size summed (which shares them out);
