@@ -83,3 +83,29 @@ func (n *Node) Ctr(ctx context.Context, args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// RunContainer starts a container called id from image, with args as its command, straight
+// on the node's containerd (`ctr run -d`), without the kubelet, the CRI or CNI: the floor
+// a pod's start is measured against. It runs in the CRI's namespace, so with the images
+// pods pulled, under the same runc, with its own cgroup under the node's root (which Stop
+// removes with the rest, so the machine's cgroup tree is untouched) and a network
+// namespace of its own with only loopback. Its output goes to a file in the node's dir, as
+// a pod's goes to its log. It returns once the container's process has started;
+// RemoveContainer kills and removes it.
+func (n *Node) RunContainer(ctx context.Context, id, image string, args ...string) error {
+	_, err := n.Ctr(ctx, append([]string{"run", "--detach",
+		"--runc-binary", filepath.Join(n.Rig.BinDir, "runc"),
+		"--cgroup", "/" + cgroupRoot + "/ctr-" + id,
+		"--log-uri", "file://" + filepath.Join(n.Dir, "ctr-logs", id+".log"),
+		image, id}, args...)...)
+	return err
+}
+
+// RemoveContainer kills a container RunContainer started and removes it with its snapshot.
+func (n *Node) RemoveContainer(ctx context.Context, id string) error {
+	if _, err := n.Ctr(ctx, "tasks", "delete", "--force", id); err != nil {
+		return err
+	}
+	_, err := n.Ctr(ctx, "containers", "delete", id)
+	return err
+}

@@ -38,6 +38,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/akraino-edge-stack/bpa/hack/images"
@@ -309,6 +310,33 @@ func (n *Node) HostAddress() (*net.IPNet, error) {
 	}
 	n.hosts++
 	return &net.IPNet{IP: ip, Mask: subnet.Mask}, nil
+}
+
+// WaitServiceAccount waits, as long as ctx allows, until the controller-manager has made
+// namespace ns's default ServiceAccount and ConfigMap kube-root-ca.crt: until then the
+// apiserver refuses a pod there.
+func (n *Node) WaitServiceAccount(ctx context.Context, ns string) error {
+	c, err := kubernetes.NewForConfig(n.Rig.RESTConfig)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, saErr := c.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		_, cmErr := c.CoreV1().ConfigMaps(ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return saErr == nil && cmErr == nil, nil
+	})
+}
+
+// Pids are the process ids of the node's kubelet and containerd, and of the containerd
+// shims that run its containers (one per pod, one per container started with `ctr run`),
+// for reading their memory from /proc.
+func (n *Node) Pids() (kubelet, containerd int, shims []int) {
+	shim, err := filepath.EvalSymlinks(filepath.Join(n.Rig.BinDir, "containerd-shim-runc-v2"))
+	if err == nil {
+		ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", n.mountNS.Pid()))
+		shims = processes(func(link func(string) string) bool { return link("exe") == shim && link("ns/mnt") == ns })
+	}
+	return n.kubelet.Pid(), n.containerd.Pid(), shims
 }
 
 // Stop stops the node and its rig, and removes what the node put on the machine: its

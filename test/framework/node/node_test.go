@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,14 +39,14 @@ func TestRealNode(t *testing.T) {
 	links, before := whenNoNode(t, interfaces), sysctls(t)
 	n := node.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true})
 	e := &env{t: t, n: n, ns: n.Rig.Namespace, c: kubernetes.NewForConfigOrDie(n.Rig.RESTConfig)}
-	e.waitServiceAccount()
+	require.NoError(t, n.WaitServiceAccount(e.ctx(), e.ns), "kube-controller-manager creates ServiceAccount default and ConfigMap kube-root-ca.crt")
 	assert.Equal(t, before, sysctls(t), "the kubelet changed none of the machine's sysctls it wants (it runs with protectKernelDefaults false)")
 
 	t.Run("secret volume mode read inside the container, and kubectl logs", e.secretMode)
 	t.Run("images pulled from the registry through the hosts.toml mirror", e.pulledThroughMirror)
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
-	t.Run("pod start", e.podStart)
+	t.Run("pods run in the node's processes, and a container straight on containerd in its cgroup root", e.podsRun)
 	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
 
 	t.Run("Stop leaves nothing on the machine", func(t *testing.T) {
@@ -89,17 +88,6 @@ func (e *env) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	e.t.Cleanup(cancel)
 	return ctx
-}
-
-// waitServiceAccount waits for the controller-manager to create the namespace's default
-// ServiceAccount and kube-root-ca.crt, without which a pod is refused.
-func (e *env) waitServiceAccount() {
-	ctx := e.ctx()
-	require.NoError(e.t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, saErr := e.c.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
-		_, cmErr := e.c.CoreV1().ConfigMaps(e.ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
-		return saErr == nil && cmErr == nil, nil
-	}), "kube-controller-manager creates ServiceAccount default and ConfigMap kube-root-ca.crt")
 }
 
 // runPod creates a busybox pod running script and returns its final phase.
@@ -260,34 +248,56 @@ func (e *env) workflowOutputParameter(t *testing.T) {
 		"consume got the parameter produce wrote (its hostname is its pod's name): %s", logs)
 }
 
-// podStart measures create to Running (or past it) of pods started one after another, and
-// the node's memory, and logs them.
-func (e *env) podStart(t *testing.T) {
-	const n = 10
+// podsRun starts pods at once and sees each Running, then finds the node's processes
+// where Node.Pids says they are (BenchmarkNodePodStart reads their memory there), and a
+// container that Node.RunContainer starts (the benchmark's floor) in the node's cgroup
+// root. How long a start takes is that benchmark's.
+func (e *env) podsRun(t *testing.T) {
+	const n = 5
 	ctx := e.ctx()
-	var took []time.Duration
+	_, _, before := e.n.Pids()
 	for i := range n {
-		name := "start-" + strconv.Itoa(i)
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+		_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "run-" + strconv.Itoa(i)},
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](0),
 				Containers: []corev1.Container{{Name: "main", Image: node.BusyboxImage, Command: []string{"sleep", "60"}}},
 			},
-		}
-		start := time.Now()
-		_, err := e.c.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
-			return err == nil && p.Status.Phase != corev1.PodPending, err
-		}))
-		took = append(took, time.Since(start))
 	}
-	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-	t.Logf("pod create to Running, n=%d: p50 %s, min %s, max %s", n, took[n/2].Round(10*time.Millisecond),
-		took[0].Round(10*time.Millisecond), took[n-1].Round(10*time.Millisecond))
-	t.Logf("with %d pods running: kubelet RSS %d MiB, containerd RSS %d MiB", n, rssMiB(t, "kubelet"), rssMiB(t, "containerd"))
+	for i := range n {
+		name := "run-" + strconv.Itoa(i)
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := e.c.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning, err
+		}), "pod %s Running", name)
+	}
+	kubelet, containerd, shims := e.n.Pids()
+	procs := processesOf(t, e.n.Rig.BinDir)
+	assert.Equal(t, []int{kubelet}, procs["kubelet"], "Pids' kubelet is the bin dir's one")
+	assert.Equal(t, []int{containerd}, procs["containerd"], "Pids' containerd is the bin dir's one")
+	assert.Subset(t, procs["containerd-shim-runc-v2"], shims, "Pids' shims are the bin dir's")
+	assert.GreaterOrEqual(t, len(slices.DeleteFunc(shims, func(p int) bool { return slices.Contains(before, p) })), n,
+		"a new shim for each pod")
+
+	require.NoError(t, e.n.RunContainer(ctx, "floor", node.BusyboxImage, "sleep", "60"))
+	tasks, err := e.n.Ctr(ctx, "tasks", "ls")
+	require.NoError(t, err)
+	var pid string
+	for _, l := range strings.Split(tasks, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "floor" && f[2] == "RUNNING" {
+			pid = f[1]
+		}
+	}
+	require.NotEmpty(t, pid, "the container runs: %s", tasks)
+	cgroup, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	require.NoError(t, err)
+	assert.Contains(t, string(cgroup), ":/bpa-node/ctr-floor\n", "the container's cgroup is under the node's root")
+	require.NoError(t, e.n.RemoveContainer(ctx, "floor"))
+	containers, err := e.n.Ctr(ctx, "containers", "ls", "-q")
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Fields(containers), "floor", "RemoveContainer removed it")
 	require.NoError(t, e.c.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
 }
 
@@ -361,25 +371,6 @@ func fatalOf(t *testing.T, start func(framework.T)) string {
 	}
 	require.NotEmpty(t, ft.msg, "start failed")
 	return ft.msg
-}
-
-// rssMiB is the resident memory of the running bin-dir program called name.
-func rssMiB(t *testing.T, name string) int {
-	bin, err := rig.DefaultBinDir()
-	require.NoError(t, err)
-	pids := processesOf(t, bin)[name]
-	require.Len(t, pids, 1, "one %s", name)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
-	require.NoError(t, err)
-	for _, l := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
-			kb, err := strconv.Atoi(f[1])
-			require.NoError(t, err)
-			return kb / 1024
-		}
-	}
-	t.Fatalf("no VmRSS for %s", name)
-	return 0
 }
 
 // processesOf maps the node's programs in binDir to the pids running them.
