@@ -56,9 +56,10 @@ func TestChainRecorded(t *testing.T) {
 	}
 }
 
-// synthetic is a catalog of kubespray minors v2.<first>... each installing the Kubernetes
-// minors given (patches 0 to 3), one patch release each.
-func synthetic(first int, minors ...[]int) []hopRelease {
+// synthetic is a catalog of kubespray minors v2.30, v2.31, ... each installing the
+// Kubernetes minors given (patches 0 to 3), one patch release each.
+func synthetic(minors ...[]int) []hopRelease {
+	const first = 30
 	var out []hopRelease
 	for i, ms := range minors {
 		r := hopRelease{releaseID: releaseID{fmt.Sprintf("v2.%d.0", first+i), first + i, 0}}
@@ -74,7 +75,7 @@ func synthetic(first int, minors ...[]int) []hopRelease {
 
 // More kubespray minors than pkg/kubespray records, to chain three of them.
 func TestChainSynthetic(t *testing.T) {
-	cat := synthetic(30, []int{40, 41, 42}, []int{41, 42, 43}, []int{42, 43, 44}, []int{43, 44, 45})
+	cat := synthetic([]int{40, 41, 42}, []int{41, 42, 43}, []int{42, 43, 44}, []int{43, 44, 45})
 	for name, tc := range map[string]struct {
 		from, fromKube, to, toKube string
 		want                       []string
@@ -118,17 +119,17 @@ func TestChainGaps(t *testing.T) {
 		assert.Contains(t, g.Msg, "no kubespray release in pkg/kubespray supports Kubernetes 1.28")
 	})
 	t.Run("a Kubernetes minor only a release after the target installs", func(t *testing.T) {
-		cat := synthetic(30, []int{40, 41}, []int{42, 43})
+		cat := synthetic([]int{40, 41}, []int{42, 43})
 		_, err := chain(cat, "v2.30.0", kv(t, "1.40.0"), "v2.31.0", kv(t, "1.42.0"))
 		assert.Nil(t, err, "v2.31 installs 1.42, one kubespray minor on")
-		cat = synthetic(30, []int{40}, []int{42, 43})
+		cat = synthetic([]int{40}, []int{42, 43})
 		_, err = chain(cat, "v2.30.0", kv(t, "1.40.0"), "v2.31.0", kv(t, "1.43.0"))
 		assert.Contains(t, gap(t, err).Msg, "supports Kubernetes 1.41")
 	})
 	t.Run("minors covered, but not together", func(t *testing.T) {
 		// v2.31 installs 1.42 but not the cluster's 1.40 nor 1.41: kubespray v2.30 cannot
 		// pass 1.40, and v2.31 cannot take it from there.
-		cat := synthetic(30, []int{40, 41}, []int{43, 44})
+		cat := synthetic([]int{40, 41}, []int{43, 44})
 		_, err := chain(cat, "v2.30.0", kv(t, "1.40.0"), "v2.31.0", kv(t, "1.44.0"))
 		assert.Contains(t, gap(t, err).Msg, "Kubernetes 1.42")
 	})

@@ -39,13 +39,7 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "up", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
 		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}},
 			Kubespray: &bpav1.KubesprayConfig{Version: "v2.27.1"}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"}}}
-	require.NoError(t, c.Create(ctx, p))
-	built, err := translator.PlanChange(p.DeepCopy())
-	require.NoError(t, err)
-	p.Status.ObservedGeneration, p.Status.Phase = 1, bpav1.PhaseSucceeded
-	p.Status.Applied = &bpav1.AppliedState{Generation: 1, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master", "worker"}, Etcd: true, IP: "10.0.0.1"}},
-		KubesprayVersion: built.KubesprayVersion, KubernetesVersion: built.KubernetesVersion, Settings: built.Settings, Immutable: built.Immutable}
-	require.NoError(t, c.Status().Update(ctx, p))
+	built := builtAsSpecified(ctx, t, c, p)
 	edit := func(change func(p *bpav1.Provisioning)) {
 		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			p = getProvisioning(ctx, t, c, ns, "up")
@@ -120,6 +114,20 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 	eventually(t, "the spec's releases in status.applied", func() bool { k, v, _ := applied(); return k == "v2.28.0" && v == "1.32.5" })
 	_, _, settings = applied()
 	assert.Equal(t, plan.Settings, settings)
+}
+
+// builtAsSpecified creates p (one master, m1) and records in its status that generation 1's
+// run built it as its spec says, and returns that run's plan.
+func builtAsSpecified(ctx context.Context, t *testing.T, c client.Client, p *bpav1.Provisioning) *translator.ChangePlan {
+	t.Helper()
+	require.NoError(t, c.Create(ctx, p))
+	built, err := translator.PlanChange(p.DeepCopy())
+	require.NoError(t, err)
+	p.Status.ObservedGeneration, p.Status.Phase = 1, bpav1.PhaseSucceeded
+	p.Status.Applied = &bpav1.AppliedState{Generation: 1, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master", "worker"}, Etcd: true, IP: "10.0.0.1"}},
+		KubesprayVersion: built.KubesprayVersion, KubernetesVersion: built.KubernetesVersion, Settings: built.Settings, Immutable: built.Immutable}
+	require.NoError(t, c.Status().Update(ctx, p))
+	return built
 }
 
 // playArgo writes wf's status as Argo would: phase, resolve-leases' hosts, and the given
