@@ -258,6 +258,15 @@ func TestPlanChain(t *testing.T) {
 	require.Len(t, doc.Steps, 3)
 	assert.Equal(t, "quay.io/kubespray/kubespray:v2.27.1", doc.Steps[1].Image)
 	assert.Equal(t, "quay.io/kubespray/kubespray:v2.28.1", doc.Steps[2].Image)
+
+	// bpa lint --applied plans as plan and the controller do: the chain passes, a jump no
+	// recorded release bridges is refused with the same rule and message.
+	out, err = lint("-f", cr, "--applied", applied)
+	require.NoError(t, err, out)
+	out, err = lint("-f", cr, "--applied", appliedFileAt(t, p, "v2.25.0", "1.30.4", appliedMaster, appliedWorker1, appliedWorker2))
+	require.Error(t, err)
+	assert.Contains(t, out, "spec.kubespray.version: no kubespray v2.26 release in pkg/kubespray")
+	assert.Contains(t, out, "("+bpav1.ReasonSkippedMinor+")")
 }
 
 // One master to three: cluster.yml then upgrade-cluster.yml limited to etcd and the control
@@ -362,15 +371,6 @@ func TestLintAppliedImmutableSetting(t *testing.T) {
 	_, built := byMac(t, workers, "  PodSubnet: 10.244.0.0/16\n")
 	cr, _ := byMac(t, workers, "  PodSubnet: 10.245.0.0/16\n")
 	applied := appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1)
-	lint := func(args ...string) (string, error) {
-		root := cli.NewRootCommand()
-		var out strings.Builder
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"lint"}, args...))
-		err := root.Execute()
-		return out.String(), err
-	}
 	out, err := lint("-f", cr)
 	require.NoError(t, err, out)
 	out, err = lint("-f", cr, "--applied", applied)
@@ -382,6 +382,17 @@ func TestLintAppliedImmutableSetting(t *testing.T) {
 	assert.Contains(t, out, "describes one cluster, but 2 Provisionings were linted")
 	_, err = lint("--applied", applied)
 	require.ErrorContains(t, err, "--applied needs the Provisioning to lint with it (-f)")
+}
+
+// lint runs `bpa lint args...`, its output and errors in one string.
+func lint(args ...string) (string, error) {
+	root := cli.NewRootCommand()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"lint"}, args...))
+	err := root.Execute()
+	return out.String(), err
 }
 
 // --applied is read strictly: a misspelt field is an error, never a first creation.
