@@ -42,7 +42,9 @@ import (
 //     restarts it when cluster.yml changes the upstreams, and BPA runs nothing more;
 //  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
 //     one container so scale.yml finds the facts cache (nodes.md);
-//  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release;
+//  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release; a jump of
+//     several minors is a chain of hops (kubespray.Chain), upgrade, upgrade-2, ..., each
+//     run by its hop's release;
 //  6. reconfigure: cluster.yml on every host, for other settings (variables, plugins,
 //     subnets, inventory) or a rerun request.
 //
@@ -51,8 +53,8 @@ import (
 // inventory of every later operation (Operation.Without), as nodes.md says to.
 //
 // Some changes are refused, leaving the cluster untouched (a Refusal names the field and
-// the rule): a downgrade or a skipped minor of Kubernetes or kubespray (upgrades.md: one
-// minor at a time); an upgrade combined with node changes (upgrade an unchanged node set,
+// the rule): a downgrade of Kubernetes or kubespray, or a jump of minors that no chain of
+// the releases pkg/kubespray records bridges (upgrades.md: one minor at a time); an upgrade combined with node changes (upgrade an unchanged node set,
 // then change the nodes); adding and removing etcd members at once (every inventory in
 // between would hold an even number, which kubespray refuses); removing the first
 // control-plane node, or adding a master that would become it (remove-node.yml cannot
