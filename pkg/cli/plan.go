@@ -303,6 +303,9 @@ func printPlan(w io.Writer, change *translator.ChangePlan, plan []translator.Pla
 		if len(step.Nodes) > 0 {
 			fmt.Fprintf(w, "## nodes: %s\n", strings.Join(step.Nodes, ", "))
 		}
+		if step.Release != "" {
+			fmt.Fprintf(w, "## runs in %s: kubespray %s takes the cluster to Kubernetes %s; status.applied records it once it succeeded, and a retry resumes at the first step not done\n", step.Image, step.Release, step.Kubernetes)
+		}
 		if step.Removes {
 			if step.AllowUngraceful {
 				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it (spec.nodeRemoval.allowUngraceful)")

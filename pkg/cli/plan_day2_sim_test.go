@@ -73,6 +73,19 @@ func appliedFile(t *testing.T, shape string, p *bpav1.Provisioning, kube string,
 	return file
 }
 
+// appliedFileAt is appliedFile's "applied" document of a cluster kubespray release built.
+func appliedFileAt(t *testing.T, p *bpav1.Provisioning, release, kube string, hosts ...bpav1.HostStatus) string {
+	t.Helper()
+	file := appliedFile(t, "applied", p, kube, hosts...)
+	var a bpav1.AppliedState
+	readJSON(t, file, &a)
+	a.KubesprayVersion = release
+	data, err := json.Marshal(a)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, data, 0o644))
+	return file
+}
+
 func readJSON(t *testing.T, file string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(file)
@@ -183,15 +196,77 @@ func TestPlanUpgrade(t *testing.T) {
 	assert.Contains(t, out, "# drains each node: grace period 30s, timeout 90s, 2 retries (spec.nodeRemoval)\n")
 	assert.Contains(t, out, `'-e' '{"drain_grace_period":30,"drain_retries":2,"drain_timeout":"90s"}' '-e'`)
 
+	// A cluster that kubespray v2.25 built: pkg/kubespray records no v2.26 to pass through.
 	dir = t.TempDir()
-	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.30.4", appliedMaster, appliedWorker1, appliedWorker2), "--output-dir", dir)
+	_, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFileAt(t, p, "v2.25.0", "1.30.4", appliedMaster, appliedWorker1, appliedWorker2), "--output-dir", dir)
 	var exit *cli.ExitError
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, 1, exit.Code)
-	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.kubernetes.version:")
+	assert.Contains(t, err.Error(), "the change is refused and nothing would run: spec.kubespray.version: no kubespray v2.26 release in pkg/kubespray")
 	assert.Contains(t, err.Error(), "(rule "+bpav1.ReasonSkippedMinor+")")
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries)
+}
+
+// A jump of three Kubernetes minors and a kubespray minor is a chain of three
+// upgrade-cluster.yml runs, one step each, each in its release's image with its Kubernetes
+// version (-e kube_version in v2.27's format before the last, the vars file's at the last),
+// in every output format; the stand-in kubespray, acting as each hop's release, accepts each.
+func TestPlanChain(t *testing.T) {
+	workers := []bpav1.HostStatus{appliedWorker1, appliedWorker2}
+	cr, p := byMac(t, workers, "  kubespray: {version: v2.28.1}\n  kubernetes: {version: 1.32.8}\n")
+	applied := appliedFileAt(t, p, "v2.27.0", "1.29.5", appliedMaster, appliedWorker1, appliedWorker2)
+	dir := t.TempDir()
+	_, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "--output-dir", dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"01-upgrade-cluster", "02-upgrade-cluster", "03-upgrade-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:v2.28.1"))
+	var change translator.ChangePlan
+	readJSON(t, filepath.Join(dir, "plan.json"), &change)
+	var got [][3]string
+	for _, s := range change.Steps {
+		got = append(got, [3]string{s.Name, s.Release, s.Kubernetes})
+	}
+	assert.Equal(t, [][3]string{{"upgrade", "v2.27.1", "1.30.13"}, {"upgrade-2", "v2.27.1", "1.31.9"}, {"upgrade-3", "v2.28.1", "1.32.8"}}, got)
+	for d, want := range map[string]any{"01-upgrade-cluster": "v1.30.13", "02-upgrade-cluster": "v1.31.9", "03-upgrade-cluster": nil} {
+		var op kubespray.Operation
+		readJSON(t, filepath.Join(dir, d, "operation.json"), &op)
+		assert.Equal(t, want, op.Vars["kube_version"], d)
+		assert.Equal(t, 300.0, op.Vars["drain_grace_period"], "%s drains as an upgrade", d)
+	}
+
+	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied)
+	require.NoError(t, err)
+	for _, want := range []string{
+		"# Plan: 3 step(s), to kubespray v2.28.1 and Kubernetes 1.32.8\n",
+		"## Step 1/3 upgrade: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 1 of 3: kubespray v2.27.0 → v2.27.1 and Kubernetes 1.29.5 → 1.30.13\n" +
+			"## runs in quay.io/kubespray/kubespray:v2.27.1: kubespray v2.27.1 takes the cluster to Kubernetes 1.30.13;",
+		"## Step 2/3 upgrade-2: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 2 of 3: Kubernetes 1.30.13 → 1.31.9 with kubespray v2.27.1\n",
+		"## Step 3/3 upgrade-3: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 3 of 3: kubespray v2.27.1 → v2.28.1 and Kubernetes 1.31.9 → 1.32.8\n" +
+			"## runs in quay.io/kubespray/kubespray:v2.28.1:",
+		`'{"drain_grace_period":300,"drain_retries":3,"drain_timeout":"360s","kube_version":"v1.31.9"}'`,
+	} {
+		assert.Contains(t, out, want)
+	}
+	out, err = plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied, "-o", "json")
+	require.NoError(t, err)
+	var doc struct {
+		Steps []struct {
+			Name, Image, Release string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Steps, 3)
+	assert.Equal(t, "quay.io/kubespray/kubespray:v2.27.1", doc.Steps[1].Image)
+	assert.Equal(t, "quay.io/kubespray/kubespray:v2.28.1", doc.Steps[2].Image)
+
+	// bpa lint --applied plans as plan and the controller do: the chain passes, a jump no
+	// recorded release bridges is refused with the same rule and message.
+	out, err = lint("-f", cr, "--applied", applied)
+	require.NoError(t, err, out)
+	out, err = lint("-f", cr, "--applied", appliedFileAt(t, p, "v2.25.0", "1.30.4", appliedMaster, appliedWorker1, appliedWorker2))
+	require.Error(t, err)
+	assert.Contains(t, out, "spec.kubespray.version: no kubespray v2.26 release in pkg/kubespray")
+	assert.Contains(t, out, "("+bpav1.ReasonSkippedMinor+")")
 }
 
 // One master to three: cluster.yml then upgrade-cluster.yml limited to etcd and the control
@@ -296,15 +371,6 @@ func TestLintAppliedImmutableSetting(t *testing.T) {
 	_, built := byMac(t, workers, "  PodSubnet: 10.244.0.0/16\n")
 	cr, _ := byMac(t, workers, "  PodSubnet: 10.245.0.0/16\n")
 	applied := appliedFile(t, "status", built, "1.32.5", appliedMaster, appliedWorker1)
-	lint := func(args ...string) (string, error) {
-		root := cli.NewRootCommand()
-		var out strings.Builder
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append([]string{"lint"}, args...))
-		err := root.Execute()
-		return out.String(), err
-	}
 	out, err := lint("-f", cr)
 	require.NoError(t, err, out)
 	out, err = lint("-f", cr, "--applied", applied)
@@ -316,6 +382,17 @@ func TestLintAppliedImmutableSetting(t *testing.T) {
 	assert.Contains(t, out, "describes one cluster, but 2 Provisionings were linted")
 	_, err = lint("--applied", applied)
 	require.ErrorContains(t, err, "--applied needs the Provisioning to lint with it (-f)")
+}
+
+// lint runs `bpa lint args...`, its output and errors in one string.
+func lint(args ...string) (string, error) {
+	root := cli.NewRootCommand()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"lint"}, args...))
+	err := root.Execute()
+	return out.String(), err
 }
 
 // --applied is read strictly: a misspelt field is an error, never a first creation.

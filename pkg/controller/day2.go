@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -115,14 +116,25 @@ func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, h
 		sort.Slice(a.Hosts, func(i, j int) bool { return a.Hosts[i].Name < a.Hosts[j].Name })
 	case s.Removes:
 		a.Hosts = slices.DeleteFunc(a.Hosts, func(h bpav1.HostStatus) bool { return slices.Contains(s.Nodes, h.Name) })
-	case s.Name == translator.StepUpgrade:
-		a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Immutable = c.KubesprayVersion, c.KubernetesVersion, c.Settings, c.Immutable
+	case translator.StepBase(s.Name) == translator.StepUpgrade:
+		applyHop(a, c, s)
 	case s.Name == translator.StepReconfigure:
 		// A cluster built before BPA recorded them learns them here; an applied value
 		// never changes, since the planner refuses that.
 		a.Settings, a.Immutable = c.Settings, c.Immutable
 	}
 	a.Generation = gen
+}
+
+// applyHop folds an upgrade hop that succeeded: the cluster now runs its releases. Only the
+// last hop applied the plan's settings too; after an earlier one the next run (a rerun, or
+// the next edit) plans the rest of the chain from here, and its upgrade-cluster.yml applies
+// them. A plan from before chains names no release: the plan's.
+func applyHop(a *bpav1.AppliedState, c *translator.ChangePlan, s translator.Step) {
+	a.KubesprayVersion, a.KubernetesVersion = cmp.Or(s.Release, c.KubesprayVersion), cmp.Or(s.Kubernetes, c.KubernetesVersion)
+	if a.KubesprayVersion == c.KubesprayVersion && a.KubernetesVersion == c.KubernetesVersion {
+		a.Settings, a.Immutable = c.Settings, c.Immutable
+	}
 }
 
 // recordOperation adds or updates (same Workflow and step: a retry) an entry of

@@ -84,8 +84,10 @@ var playbookVars = map[Playbook]struct{ allowed, required map[string]func(any) b
 	Cluster: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }, "etcd_retries": isCount}},
 	// upgrade-cluster.yml drains each node with roles/upgrade/pre-upgrade, which reads the
 	// same drain_* variables as remove-node.yml's pre-remove (its defaults: 300, 360s, 3).
+	// kube_version: a hop of a chained upgrade before the last goes to its own version, which
+	// upgrades.md passes as -e kube_version ("or specify the new version you're upgrading to").
 	Upgrade: {allowed: map[string]func(any) bool{"ignore_assert_errors": func(v any) bool { return v == "yes" }, "etcd_retries": isCount,
-		"drain_grace_period": isCount, "drain_timeout": isSeconds, "drain_retries": isCount}},
+		"drain_grace_period": isCount, "drain_timeout": isSeconds, "drain_retries": isCount, "kube_version": isKubeVersion}},
 }
 
 // ManyEtcdRetries is the etcd_retries kubespray's docs/operations/nodes.md advises when
@@ -113,6 +115,8 @@ func isSeconds(v any) bool {
 	n, found := strings.CutSuffix(s, "s")
 	return ok && found && n != "" && strings.Trim(n, "0123456789") == ""
 }
+
+func isKubeVersion(v any) bool { s, ok := v.(string); return ok && kubeVersion.MatchString(s) }
 
 func isBool(v any) bool { _, ok := v.(bool); return ok }
 

@@ -112,6 +112,9 @@ func slotParameters(params map[string]string, plan *ChangePlan) error {
 	slots := AdHocSlots()
 	next := 0 // steps come in slot order
 	for _, s := range plan.Steps {
+		if isHop(s, plan) {
+			return fmt.Errorf("the plan chains upgrades (step %s runs kubespray %s to Kubernetes %s on the way to %s and %s), and the WorkflowTemplate's ad-hoc run gives every step the run's one image: let the controller run it", s.Name, s.Release, s.Kubernetes, plan.KubesprayVersion, plan.KubernetesVersion)
+		}
 		i := slices.Index(slots[next:], s.Name)
 		if i < 0 {
 			return fmt.Errorf("the plan's step %s has no slot in the WorkflowTemplate's ad-hoc run (at most %d control-plane removals, in plan order): let the controller run it", s.Name, maxMasterRemovals)
@@ -129,6 +132,11 @@ func slotParameters(params map[string]string, plan *ChangePlan) error {
 		}
 	}
 	return nil
+}
+
+// isHop says whether s is a hop of a chained upgrade that stops short of c's releases.
+func isHop(s Step, c *ChangePlan) bool {
+	return s.Release != "" && (s.Release != c.KubesprayVersion || s.Kubernetes != c.KubernetesVersion)
 }
 
 // planOutput is the expression of an output of the plan task.
@@ -197,7 +205,7 @@ func CheckAdHocPlan(p *bpav1.Provisioning, c *ChangePlan) error {
 	}
 	slots := AdHocSlots()
 	for _, s := range c.Steps {
-		if !slices.Contains(slots, s.Name) {
+		if !slices.Contains(slots, s.Name) || isHop(s, c) {
 			return fmt.Errorf("step %s: not a step of an ad-hoc run", s.Name)
 		}
 		for _, n := range s.Nodes {

@@ -1,9 +1,11 @@
 package translator
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,7 +42,9 @@ import (
 //     restarts it when cluster.yml changes the upstreams, and BPA runs nothing more;
 //  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
 //     one container so scale.yml finds the facts cache (nodes.md);
-//  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release;
+//  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release; a jump of
+//     several minors is a chain of hops (kubespray.Chain), upgrade, upgrade-2, ..., each
+//     run by its hop's release;
 //  6. reconfigure: cluster.yml on every host, for other settings (variables, plugins,
 //     subnets, inventory) or a rerun request.
 //
@@ -49,8 +53,8 @@ import (
 // inventory of every later operation (Operation.Without), as nodes.md says to.
 //
 // Some changes are refused, leaving the cluster untouched (a Refusal names the field and
-// the rule): a downgrade or a skipped minor of Kubernetes or kubespray (upgrades.md: one
-// minor at a time); an upgrade combined with node changes (upgrade an unchanged node set,
+// the rule): a downgrade of Kubernetes or kubespray, or a jump of minors that no chain of
+// the releases pkg/kubespray records bridges (upgrades.md: one minor at a time); an upgrade combined with node changes (upgrade an unchanged node set,
 // then change the nodes); adding and removing etcd members at once (every inventory in
 // between would hold an even number, which kubespray refuses); removing the first
 // control-plane node, or adding a master that would become it (remove-node.yml cannot
@@ -118,6 +122,11 @@ type Step struct {
 	// not prove a removal).
 	Adds    bool `json:"adds,omitempty"`
 	Removes bool `json:"removes,omitempty"`
+	// Release and Kubernetes are, for a hop of an upgrade (upgrade, upgrade-2, ...), the
+	// kubespray release (image tag) that runs it and the Kubernetes version it leaves the
+	// cluster at, which status.applied records once it succeeded; "" elsewhere.
+	Release    string `json:"release,omitempty"`
+	Kubernetes string `json:"kubernetes,omitempty"`
 }
 
 // Playbooks lists the playbooks the step runs.
@@ -179,8 +188,9 @@ type planner struct {
 	desired   []hostmatch.Node
 	applied   *bpav1.AppliedState
 	d         nodeDiff
-	// upgrade says what the upgrade is, "" for none.
+	// upgrade says what the upgrade is, "" for none; hops are its chain (kubespray.Chain).
 	upgrade string
+	hops    []kubespray.Hop
 	// rerun is why the cluster is reconfigured when nothing else is to be done, "" for not.
 	rerun string
 	plan  *ChangePlan
@@ -205,7 +215,8 @@ func newPlanner(p *bpav1.Provisioning) (*planner, error) {
 	if pl.kube, pl.kubeField, err = kubeOf(p, profile.DefaultKube(patch)); err != nil {
 		return nil, err
 	}
-	_, release, _ := strings.Cut(params["kubespray-image"], ":")
+	// The tag, after the registry's port if any.
+	_, release := splitImage(params["kubespray-image"])
 	settings, err := SettingsDigest(&p.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
@@ -278,7 +289,7 @@ func (pl *planner) refuse() error {
 		return err
 	}
 	var err error
-	if pl.upgrade, err = versionChange(pl.applied, pl.plan, pl.kube, pl.kubeField); err != nil {
+	if pl.upgrade, pl.hops, err = versionChange(pl.applied, pl.plan, pl.kube, pl.kubeField); err != nil {
 		return err
 	}
 	if pl.upgrade != "" && len(pl.d.added)+len(pl.d.removed) > 0 {
@@ -447,9 +458,7 @@ func (pl *planner) workers() {
 // changed, or a rerun asks for it with nothing else to do.
 func (pl *planner) upgradeOrReconfigure() {
 	if pl.upgrade != "" {
-		op := kubespray.UpgradeCluster(pl.upgrade)
-		op.Vars = drainVars(pl.p.Spec.NodeRemoval) // roles/upgrade/pre-upgrade drains each node
-		pl.add(Step{Name: StepUpgrade, Reason: pl.upgrade, Operations: []kubespray.Operation{op}})
+		pl.upgradeHops()
 		return
 	}
 	reconfigure := ""
@@ -469,6 +478,43 @@ func (pl *planner) upgradeOrReconfigure() {
 	op := kubespray.CreateCluster(reconfigure)
 	op.Without = pl.without()
 	pl.add(Step{Name: StepReconfigure, Reason: reconfigure, Operations: []kubespray.Operation{op}})
+}
+
+// upgradeHops plans upgrade-cluster.yml once per hop of the chain, each a task of its own
+// (upgrade, upgrade-2, ...) run by its hop's kubespray release: status.applied records each
+// hop once it succeeded, so `argo retry`, or the next run, resumes at the hop that failed.
+// The last hop takes kube_version from the vars file, as a one-hop upgrade; an earlier one
+// is given its own as -e, which wins over the file, in its release's format.
+func (pl *planner) upgradeHops() {
+	release := cmp.Or(pl.applied.KubesprayVersion, pl.plan.KubesprayVersion)
+	kube := cmp.Or(pl.applied.KubernetesVersion, pl.plan.KubernetesVersion)
+	for i, h := range pl.hops {
+		reason := pl.upgrade
+		if len(pl.hops) > 1 {
+			reason = fmt.Sprintf("%s, hop %d of %d: %s", pl.upgrade, i+1, len(pl.hops), hopChange(release, kube, h))
+		}
+		op := kubespray.UpgradeCluster(reason)
+		op.Vars = drainVars(pl.p.Spec.NodeRemoval) // roles/upgrade/pre-upgrade drains each node
+		if i < len(pl.hops)-1 {
+			p, _, _ := kubespray.ProfileFor(h.Release) // a recorded release: Chain chose it
+			op.Vars["kube_version"] = p.FormatVersion(h.Kube)
+		}
+		pl.add(Step{Name: Numbered(StepUpgrade, i+1), Reason: reason, Operations: []kubespray.Operation{op},
+			Release: h.Release, Kubernetes: h.Kube.String()})
+		release, kube = h.Release, h.Kube.String()
+	}
+}
+
+// hopChange says what one hop changes.
+func hopChange(release, kube string, h kubespray.Hop) string {
+	if release == h.Release {
+		return fmt.Sprintf("Kubernetes %s → %s with kubespray %s", kube, h.Kube, h.Release)
+	}
+	what := fmt.Sprintf("kubespray %s → %s", release, h.Release)
+	if kube != h.Kube.String() {
+		what += fmt.Sprintf(" and Kubernetes %s → %s", kube, h.Kube)
+	}
+	return what
 }
 
 func rerunRequested(p *bpav1.Provisioning) bool {
@@ -678,37 +724,47 @@ func (d nodeDiff) describe() string {
 }
 
 // versionChange compares the applied releases with the plan's, and says what the upgrade
-// is ("" for none), or refuses it.
-func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray.KubeVersion, kubeField string) (string, error) {
+// is ("" for none) and its chain of hops, or refuses it: a downgrade, or a jump of several
+// minors that the releases pkg/kubespray records cannot bridge (kubespray.Chain).
+func versionChange(applied *bpav1.AppliedState, plan *ChangePlan, kube kubespray.KubeVersion, kubeField string) (string, []kubespray.Hop, error) {
 	var what []string
+	fromRelease, fromKube := plan.KubesprayVersion, kube
 	if from := applied.KubesprayVersion; from != "" && from != plan.KubesprayVersion {
 		a, aok := releaseMinorPatch(from)
 		b, bok := releaseMinorPatch(plan.KubesprayVersion)
-		switch {
-		case !aok || !bok:
-		case b[0] < a[0] || b[0] == a[0] && b[1] < a[1]:
-			return "", &Refusal{"spec.kubespray.version", bpav1.ReasonDowngrade, fmt.Sprintf("the cluster was built with kubespray %s; %s is older, and kubespray does not downgrade", from, plan.KubesprayVersion)}
-		case b[0] > a[0]+1:
-			return "", &Refusal{"spec.kubespray.version", bpav1.ReasonSkippedMinor, fmt.Sprintf("the cluster runs kubespray %s; %s skips v2.%d, and kubespray must not skip a minor release (docs/operations/upgrades.md): upgrade to v2.%d first", from, plan.KubesprayVersion, a[0]+1, a[0]+1)}
+		if aok && bok && (b[0] < a[0] || b[0] == a[0] && b[1] < a[1]) {
+			return "", nil, &Refusal{"spec.kubespray.version", bpav1.ReasonDowngrade, fmt.Sprintf("the cluster was built with kubespray %s; %s is older, and kubespray does not downgrade", from, plan.KubesprayVersion)}
+		}
+		if aok {
+			fromRelease = from
 		}
 		what = append(what, fmt.Sprintf("kubespray %s → %s", from, plan.KubesprayVersion))
 	}
 	if from := applied.KubernetesVersion; from != "" && from != plan.KubernetesVersion {
-		a, err := kubespray.ParseKubeVersion(from)
-		if err == nil {
-			switch {
-			case kube.Minor < a.Minor || kube.Minor == a.Minor && kube.Patch < a.Patch:
-				return "", &Refusal{kubeField, bpav1.ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
-			case kube.Minor > a.Minor+1:
-				return "", &Refusal{kubeField, bpav1.ReasonSkippedMinor, fmt.Sprintf("the cluster runs Kubernetes %s; %s skips 1.%d, and upgrades go one minor at a time (docs/operations/upgrades.md): upgrade to 1.%d first", from, kube, a.Minor+1, a.Minor+1)}
+		if a, err := kubespray.ParseKubeVersion(from); err == nil {
+			if kube.Minor < a.Minor || kube.Minor == a.Minor && kube.Patch < a.Patch {
+				return "", nil, &Refusal{kubeField, bpav1.ReasonDowngrade, fmt.Sprintf("the cluster runs Kubernetes %s; %s is older, and Kubernetes does not downgrade", from, kube)}
 			}
+			fromKube = a
 		}
 		what = append(what, fmt.Sprintf("Kubernetes %s → %s", from, kube))
 	}
 	if len(what) == 0 {
-		return "", nil
+		return "", nil, nil
 	}
-	return "upgrade " + strings.Join(what, " and "), nil
+	hops, err := kubespray.Chain(fromRelease, fromKube, plan.KubesprayVersion, kube)
+	if gap := (*kubespray.ChainGap)(nil); errors.As(err, &gap) {
+		field := kubeField
+		if gap.Kubespray {
+			field = "spec.kubespray.version"
+		}
+		return "", nil, &Refusal{field, bpav1.ReasonSkippedMinor, gap.Msg}
+	}
+	if err != nil || len(hops) == 0 {
+		// The applied release is no tag BPA can read: one upgrade, as before chains.
+		hops = []kubespray.Hop{{Release: plan.KubesprayVersion, Kube: kube}}
+	}
+	return "upgrade " + strings.Join(what, " and "), hops, nil
 }
 
 // releaseMinorPatch reads v2.<minor>.<patch>.

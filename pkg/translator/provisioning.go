@@ -3,6 +3,7 @@ package translator
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 
@@ -66,6 +67,36 @@ func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
 	return params, nil
 }
 
+// StepImage is the kubespray image a step runs in: for a hop of a chained upgrade, the
+// spec's image repository at the hop's release tag; else the run's image. The repository
+// is the one the site policy admitted (spec.kubespray.image, BPAPolicy's kubesprayImages),
+// so a hop's image is held to the same rule, and its tag is a release pkg/kubespray
+// records, never one the CR names.
+func StepImage(runImage string, s Step) string {
+	if s.Release == "" {
+		return runImage
+	}
+	repo, _ := splitImage(runImage)
+	return repo + ":" + s.Release
+}
+
+// splitImage splits repository:tag; a registry's port is part of the repository.
+func splitImage(image string) (repo, tag string) {
+	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
+		return image[:i], image[i+1:]
+	}
+	return image, ""
+}
+
+// setArgument sets a task's argument name to value.
+func setArgument(t *wfv1.DAGTask, name, value string) {
+	for i, a := range t.Arguments.Parameters {
+		if a.Name == name {
+			t.Arguments.Parameters[i].Value = wfv1.AnyStringPtr(value)
+		}
+	}
+}
+
 // ProvisioningParameterNames lists the parameters in Workflow order.
 func ProvisioningParameterNames() []string {
 	return append([]string(nil), provisioningParameterOrder...)
@@ -125,7 +156,11 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		if err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, d.kubesprayTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful)))
+		t := d.kubesprayTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful))
+		if image := StepImage(params["kubespray-image"], s); image != params["kubespray-image"] {
+			setArgument(&t, "kubespray-image", image)
+		}
+		tasks = append(tasks, t)
 		prev = s.Name
 	}
 	tasks = append(tasks, d.finalTasks(prev, plan.KubernetesVersion)...)

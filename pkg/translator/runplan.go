@@ -2,6 +2,7 @@ package translator
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -14,6 +15,8 @@ type PlannedStep struct {
 	Step
 	// Operations replace the Step's own in JSON (`bpa plan -o json`): the outer field wins.
 	Operations []PlannedOperation `json:"operations"`
+	// Image is the kubespray image the step runs in (StepImage).
+	Image string `json:"image"`
 }
 
 // PlannedOperation is one operation as run-kubespray executes it: the ansible-playbook argv
@@ -49,10 +52,6 @@ func PlanOperations(p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *Cha
 	if err != nil {
 		return nil, err
 	}
-	profile, patch, err := kubespray.ProfileForImage(params["kubespray-image"])
-	if err != nil {
-		return nil, err
-	}
 	decoded, err := inventory.ReadVars(vars)
 	if err != nil {
 		return nil, err
@@ -61,15 +60,22 @@ func PlanOperations(p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *Cha
 	if err != nil {
 		return nil, err
 	}
-	groups := data.Groups(profile.Groups)
 	var out []PlannedStep
 	n := 0
 	for _, step := range change.Steps {
-		ps := PlannedStep{Step: step}
+		// A hop of a chained upgrade runs in its own release's image, checked by its rules.
+		stepParams := maps.Clone(params)
+		stepParams["kubespray-image"] = StepImage(params["kubespray-image"], step)
+		profile, patch, err := kubespray.ProfileForImage(stepParams["kubespray-image"])
+		if err != nil {
+			return nil, err
+		}
+		groups := data.Groups(profile.Groups)
+		ps := PlannedStep{Step: step, Image: stepParams["kubespray-image"]}
 		cached := map[string]bool{} // the facts each earlier operation of the step's container gathered
 		for i, op := range step.Operations {
 			n++
-			planned, err := planOperation(params, op, i, ini, vars)
+			planned, err := planOperation(stepParams, op, i, ini, vars)
 			if err != nil {
 				return nil, fmt.Errorf("operation %d (%s): %w", n, op.Playbook, err)
 			}
@@ -81,7 +87,7 @@ func PlanOperations(p *bpav1.Provisioning, hosts []bpav1.HostStatus, change *Cha
 				opGroups[g] = slices.DeleteFunc(slices.Clone(names), func(h string) bool { return slices.Contains(op.Without, h) })
 			}
 			if errs := profile.CheckPlaybook(op, opGroups, decoded, patch, func(h string) bool { return cached[h] }); len(errs) > 0 {
-				return nil, fmt.Errorf("operation %d (%s): kubespray %s.%d would refuse it: %w", n, op.Playbook, profile.Minor, patch, errs[0])
+				return nil, fmt.Errorf("operation %d (%s): kubespray %s would refuse it: %w", n, op.Playbook, profile.Tag(patch), errs[0])
 			}
 			if op.Playbook != kubespray.Reset {
 				for _, h := range opGroups.Hosts(op.Limit) {

@@ -358,14 +358,15 @@ func (d *day2) addMasters(t *testing.T) {
 
 func (d *day2) upgrade(t *testing.T) {
 	before := len(d.kubesprayRuns(t))
-	// A skipped minor is refused without a Workflow and without touching anything.
-	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubernetes.Version = "1.32.5" })
+	// A downgrade is refused without a Workflow and without touching anything. (Two minors
+	// at once are a chain now: scenario l.)
+	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubernetes.Version = "1.30.3" })
 	assert.Contains(t, plan, "REFUSED")
 	stalled := &bpav1.Provisioning{}
 	d.waitFor(t, stalled, d.p.Name, func() bool {
 		c := findCondition(stalled.Status.Conditions, bpav1.ConditionStalled)
-		return c != nil && c.ObservedGeneration == p.Generation && c.Reason == bpav1.ReasonSkippedMinor
-	}, "Stalled "+bpav1.ReasonSkippedMinor)
+		return c != nil && c.ObservedGeneration == p.Generation && c.Reason == bpav1.ReasonDowngrade
+	}, "Stalled "+bpav1.ReasonDowngrade)
 	assert.Contains(t, findCondition(stalled.Status.Conditions, bpav1.ConditionStalled).Message, "spec.kubernetes.version")
 	assert.Empty(t, d.runsSince(t, before), "nothing ran")
 

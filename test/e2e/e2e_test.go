@@ -62,6 +62,7 @@ func TestE2E(t *testing.T) {
 	t.Run("i/claims-are-consumerRefs", e.scenarioConsumerRef)
 	t.Run("j/day-2", e.scenarioDay2)
 	t.Run("k/offline", e.scenarioOffline)
+	t.Run("l/chained-upgrade", e.scenarioChain)
 }
 
 // newSiteEnv starts a simulated site for t, with a context that ends with t, and shows the

@@ -17,7 +17,6 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/controller"
-	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
@@ -38,13 +37,7 @@ func TestWorkflowTooLarge(t *testing.T) {
 	// A cluster built by generation 1 (one master, an empty pool), as its run left it.
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
 		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, WorkerPools: []bpav1.WorkerPool{{Name: "edge"}}}}
-	require.NoError(t, c.Create(ctx, p))
-	built, err := translator.PlanChange(p.DeepCopy())
-	require.NoError(t, err)
-	p.Status.ObservedGeneration, p.Status.Phase = 1, bpav1.PhaseSucceeded
-	p.Status.Applied = &bpav1.AppliedState{Generation: 1, Hosts: []bpav1.HostStatus{{Name: "m1", Roles: []string{"master", "worker"}, Etcd: true, IP: "10.0.0.1"}},
-		KubesprayVersion: built.KubesprayVersion, KubernetesVersion: built.KubernetesVersion, Settings: built.Settings, Immutable: built.Immutable}
-	require.NoError(t, c.Status().Update(ctx, p))
+	builtAsSpecified(ctx, t, c, p)
 	setReplicas := func(n int32) {
 		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			p = getProvisioning(ctx, t, c, ns, "big")

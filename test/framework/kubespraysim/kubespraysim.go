@@ -38,7 +38,8 @@ const (
 	EnvKubeDirs = "BPA_SIM_KUBE_DIRS"
 	// EnvFailFile makes runs fail while the named file exists (failure injection): when it
 	// is empty, every playbook but facts.yml; when it lists playbooks (whitespace-separated,
-	// by path as run, e.g. scale.yml, or by name, e.g. scale), only those.
+	// by path as run, e.g. scale.yml, or by name, e.g. scale), only those; a name@release
+	// (upgrade-cluster@v2.28.0) only when the run acts as that release.
 	EnvFailFile = "BPA_SIM_FAIL_FILE"
 	// EnvUnmatchedFile, while the named file exists, makes remove-node.yml act on a node
 	// name no inventory host has: as real kubespray, it runs those plays on no host and

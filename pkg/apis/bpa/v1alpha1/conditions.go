@@ -111,8 +111,9 @@ const (
 	// ReasonDowngrade: the spec asks for an older kubespray or Kubernetes than the cluster
 	// runs; neither downgrades.
 	ReasonDowngrade = "DowngradeRefused"
-	// ReasonSkippedMinor: the spec skips a minor release of kubespray or Kubernetes; both
-	// upgrade one minor at a time.
+	// ReasonSkippedMinor: the spec jumps several minors of kubespray or Kubernetes and no
+	// chain of the releases pkg/kubespray records bridges them (both upgrade one minor at a
+	// time); the message names the missing release.
 	ReasonSkippedMinor = "SkippedMinorRefused"
 	// ReasonUpgradeWithChanges: an upgrade and a node change in one edit; kubespray upgrades
 	// an unchanged node set.
