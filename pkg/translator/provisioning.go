@@ -2,6 +2,7 @@ package translator
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -125,10 +126,11 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		if err != nil {
 			return nil, err
 		}
-		tasks = append(tasks, d.kubesprayTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful)))
+		tasks = append(tasks, d.stepTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful)))
 		prev = s.Name
 	}
-	tasks = append(tasks, d.finalTasks(prev, plan.KubernetesVersion)...)
+	upgrades := slices.ContainsFunc(plan.Steps, func(s Step) bool { return s.Name == StepUpgrade })
+	tasks = append(tasks, d.finalTasks(prev, plan.KubernetesVersion, strconv.FormatBool(upgrades))...)
 	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
 	return wf, nil
 }
@@ -198,14 +200,35 @@ func (d provisionDAG) kubesprayTask(name, depends, operations, allowUngraceful s
 		"operations", operations, "allow-ungraceful", allowUngraceful}, d.ssh()...)...)
 }
 
+// stepTask is one planned step: the preflight checks, or run-kubespray with the step's
+// operations.
+func (d provisionDAG) stepTask(name, depends, operations, allowUngraceful string) wfv1.DAGTask {
+	if name == StepPreflight {
+		return d.preflightTask(depends)
+	}
+	return d.kubesprayTask(name, depends, operations, allowUngraceful)
+}
+
+// preflightTask checks the cluster before the upgrade after it: it reads the hosts, the vars
+// file (spec.offline's server) and the target release's image.
+func (d provisionDAG) preflightTask(depends string) wfv1.DAGTask {
+	return d.task(StepPreflight, "preflight", depends, append([]string{
+		"provisioning", d.param("provisioning"), "hosts", d.hosts(),
+		"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
+		"kubespray-image", d.param("kubespray-image"), "artifacts-ca", d.param("artifacts-ca")}, d.ssh()...)...)
+}
+
 // finalTasks are verify and publish-kubeconfig, after the last step. verify checks every
 // Node reports the Kubernetes release the plan leads to. Both read resolve-leases' hosts:
 // render-inventory passing them through too would store the 1,000-host list twice more in
 // a finished Workflow.
-func (d provisionDAG) finalTasks(depends, kubernetesVersion string) []wfv1.DAGTask {
+//
+// afterUpgrade says whether the run upgrades the cluster: verify then stops at once at a
+// node left behind (NodeNotUpgraded), and is not retried for it.
+func (d provisionDAG) finalTasks(depends, kubernetesVersion, afterUpgrade string) []wfv1.DAGTask {
 	cr := d.param("provisioning")
 	return []wfv1.DAGTask{
-		d.task(StepVerify, "verify", depends, append([]string{"provisioning", cr, "hosts", d.hosts(), "kubernetes-version", kubernetesVersion}, d.ssh()...)...),
+		d.task(StepVerify, "verify", depends, append([]string{"provisioning", cr, "hosts", d.hosts(), "kubernetes-version", kubernetesVersion, "after-upgrade", afterUpgrade}, d.ssh()...)...),
 		d.task("publish-kubeconfig", "publish-kubeconfig", StepVerify, "provisioning", cr, "hosts", d.hosts()),
 	}
 }
