@@ -139,7 +139,7 @@ func planOutput(name string) string {
 // AdHocTemplates are the WorkflowTemplate's `main` and `provision`: lookup, then, under the
 // cluster's mutex, the plan task and the Provisioning DAG with a slot per step.
 func AdHocTemplates() []wfv1.Template {
-	d := provisionDAG{param: planOutput,
+	d := provisionDAG{param: planOutput, kube: planOutput(kubernetesVersionOutput),
 		// The hosts of whichever lease step ran.
 		resolvedHosts: "{{=tasks['resolve-leases'].status == 'Succeeded' ? tasks['resolve-leases'].outputs.parameters.hosts : tasks['resolve-leases-from-file'].outputs.parameters.hosts}}"}
 	fromFile := planOutput(leasesFromFileOutput)
@@ -157,7 +157,7 @@ func AdHocTemplates() []wfv1.Template {
 		tasks = append(tasks, t) // a Skipped slot satisfies the next one's depends
 		prev = slot
 	}
-	tasks = append(tasks, d.finalTasks(prev, planOutput(kubernetesVersionOutput), planOutput(slotRunOutput(StepUpgrade)))...)
+	tasks = append(tasks, d.finalTasks(prev, planOutput(slotRunOutput(StepUpgrade)))...)
 	main := wfv1.Template{Name: "main", DAG: &wfv1.DAGTemplate{Tasks: []wfv1.DAGTask{
 		{Name: "lookup", Template: "lookup", Arguments: wfv1.Arguments{Parameters: []wfv1.Parameter{
 			{Name: "provisioning", Value: wfv1.AnyStringPtr("{{workflow.parameters.provisioning}}")}}}},

@@ -162,8 +162,10 @@ type clusterConfiguration struct {
 // BPA applied: the Kubernetes release, and the values of the kubespray variables BPA sets
 // that kubeadm keeps (status.applied.immutable; one it has not recorded is not compared).
 // Each difference means the cluster was changed behind BPA's back, and the upgrade would
-// act on a cluster its plan does not describe.
-func Drift(data string, applied *bpav1.AppliedState) ([]string, error) {
+// act on a cluster its plan does not describe. The release may also be target's, the one
+// the upgrade leads to: an upgrade that stopped part way (kubeadm upgrade apply ran, a node
+// did not come back) leaves it there until verify passes.
+func Drift(data string, applied *bpav1.AppliedState, target string) ([]string, error) {
 	var c clusterConfiguration
 	if err := yaml.Unmarshal([]byte(data), &c); err != nil {
 		return nil, fmt.Errorf("kube-system/%s: %s is not kubeadm's ClusterConfiguration: %w", KubeadmConfigMap, clusterConfigKey, err)
@@ -174,8 +176,8 @@ func Drift(data string, applied *bpav1.AppliedState) ([]string, error) {
 			drift = append(drift, fmt.Sprintf("%s is %q, BPA applied %q", field, got, want))
 		}
 	}
-	if applied.KubernetesVersion != "" {
-		differ("kubernetesVersion", strings.TrimPrefix(c.KubernetesVersion, "v"), strings.TrimPrefix(applied.KubernetesVersion, "v"))
+	if got := strings.TrimPrefix(c.KubernetesVersion, "v"); applied.KubernetesVersion != "" && got != strings.TrimPrefix(target, "v") {
+		differ("kubernetesVersion", got, strings.TrimPrefix(applied.KubernetesVersion, "v"))
 	}
 	im := applied.Immutable
 	differ("clusterName", c.ClusterName, im["cluster_name"])

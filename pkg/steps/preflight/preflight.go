@@ -62,6 +62,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.hostsFile, "hosts-file", stepio.In(stepio.HostsFile), "JSON list of the run's hosts ({name, roles, mac, ip, bareMetalHost})")
 			fs.StringVar(&o.extraVars, "extra-vars", "", "the vars file render-inventory wrote (the offline check reads spec.offline's settings from it)")
 			fs.StringVar(&o.kubesprayImage, "kubespray-image", "", "the kubespray image the upgrade runs: its tag is the target release")
+			fs.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "the Kubernetes release the upgrade leads to: kubeadm-config may name it already (an upgrade that stopped part way)")
 			fs.StringVar(&o.artifactsCA, "artifacts-ca", "", "PEM file of the site policy's CA for the artifact server; empty: none")
 			fs.StringVar(&o.minFreeDisk, "min-free-disk", DefaultMinFreeDisk, "free space each host must have on / and /var/lib")
 			fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on all the checks")
@@ -72,14 +73,14 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	cr                                   stepio.CR
-	hostsFile, extraVars, kubesprayImage string
-	artifactsCA, minFreeDisk             string
-	timeout                              time.Duration
-	ssh                                  sshexec.Flags
-	flags                                *pflag.FlagSet
-	logf                                 func(format string, args ...any)
-	newClusterClient                     func(*rest.Config) (kubernetes.Interface, error)
+	cr                                          stepio.CR
+	hostsFile, extraVars, kubesprayImage        string
+	artifactsCA, minFreeDisk, kubernetesVersion string
+	timeout                                     time.Duration
+	ssh                                         sshexec.Flags
+	flags                                       *pflag.FlagSet
+	logf                                        func(format string, args ...any)
+	newClusterClient                            func(*rest.Config) (kubernetes.Interface, error)
 }
 
 // check is one named check: its failure, or nil.
@@ -256,7 +257,7 @@ func (o *options) kubeadmConfig(ctx context.Context, cs kubernetes.Interface, ap
 	if err != nil {
 		return err
 	}
-	drift, err := Drift(data, applied)
+	drift, err := Drift(data, applied, o.kubernetesVersion)
 	if err != nil || len(drift) == 0 {
 		return err
 	}

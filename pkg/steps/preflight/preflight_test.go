@@ -100,21 +100,26 @@ networking:
 func TestDrift(t *testing.T) {
 	applied := &bpav1.AppliedState{KubernetesVersion: "1.31.4", Immutable: map[string]string{
 		"cluster_name": "cluster.local", "dns_domain": "cluster.local", "kube_service_addresses": "10.233.0.0/18", "kube_pods_subnet": "10.233.64.0/18"}}
-	drift, err := Drift(kubeadmYAML, applied)
+	drift, err := Drift(kubeadmYAML, applied, "1.32.5")
 	require.NoError(t, err)
 	assert.Empty(t, drift)
 
 	changed := strings.NewReplacer("v1.31.4", "v1.32.0", "10.233.64.0/18", "10.244.0.0/16").Replace(kubeadmYAML)
-	drift, err = Drift(changed, applied)
+	drift, err = Drift(changed, applied, "1.32.5")
 	require.NoError(t, err)
 	assert.Equal(t, []string{`kubernetesVersion is "1.32.0", BPA applied "1.31.4"`, `networking.podSubnet is "10.244.0.0/16", BPA applied "10.233.64.0/18"`}, drift)
 
+	// kubeadm-config at the upgrade's target: an upgrade that stopped part way.
+	drift, err = Drift(changed, applied, "v1.32.0")
+	require.NoError(t, err)
+	assert.Equal(t, []string{`networking.podSubnet is "10.244.0.0/16", BPA applied "10.233.64.0/18"`}, drift)
+
 	// What BPA has not recorded (a cluster from before it kept immutable values) is not compared.
-	drift, err = Drift(changed, &bpav1.AppliedState{KubernetesVersion: "1.32.0"})
+	drift, err = Drift(changed, &bpav1.AppliedState{KubernetesVersion: "1.32.0"}, "1.33.1")
 	require.NoError(t, err)
 	assert.Empty(t, drift)
 
-	_, err = Drift("kubernetesVersion: [", applied)
+	_, err = Drift("kubernetesVersion: [", applied, "")
 	assert.ErrorContains(t, err, "not kubeadm's ClusterConfiguration")
 }
 

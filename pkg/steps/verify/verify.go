@@ -84,7 +84,7 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "the Kubernetes version every Node's kubelet must report (1.32.5 or v1.32.5); empty: not checked")
 			fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the nodes and pods before failing")
 			fs.BoolVar(&o.afterUpgrade, "after-upgrade", false, "the run upgraded the cluster: a node not Ready at --kubernetes-version for --upgrade-grace fails the step at once (NodeNotUpgraded)")
-			fs.DurationVar(&o.upgradeGrace, "upgrade-grace", 2*time.Minute, "how long, after an upgrade, a node may stay behind (not Ready, or another kubelet) before the step fails")
+			fs.DurationVar(&o.upgradeGrace, "upgrade-grace", 90*time.Second, "how long, after an upgrade, a node may stay behind (not Ready, or another kubelet) before the step fails")
 			fs.DurationVar(&o.pollInterval, "poll-interval", 10*time.Second, "time between checks")
 			o.ssh.AddFlags(fs)
 		},
