@@ -89,6 +89,7 @@ func (d *day2) failedPreflight(t *testing.T) {
 	stalled := findCondition(failed.Status.Conditions, bpav1.ConditionStalled)
 	require.NotNil(t, stalled)
 	assert.Equal(t, bpav1.ReasonPreflightFailed, stalled.Reason)
+	assert.Equal(t, bpav1.ReasonPreflightFailed, findCondition(failed.Status.Conditions, bpav1.ConditionReady).Reason, "Ready says why too")
 	assert.Contains(t, stalled.Message, "check disk-space failed: host pfw1: 1Gi free on /")
 	assert.Contains(t, stalled.Message, "nothing was changed")
 	assert.NotContains(t, stalled.Message, "check etcd", "the other checks passed")

@@ -221,8 +221,8 @@ func (o *options) disk(ctx context.Context, hosts []bpav1.HostStatus, cfg sshexe
 		b, err := c.Output(ctx, DiskCommand)
 		return string(b), err
 	})
-	unreachable, failed := sshexec.Failures(targets, errs)
-	problems := append(unreachable, failed...)
+	unreachable, problems := sshexec.Failures(targets, errs)
+	problems = append(unreachable, problems...)
 	for i, t := range targets {
 		if errs[i] != nil {
 			continue
