@@ -119,7 +119,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 				return err
 			}
 			if notReady, err = NodesReady(ctx, cs, kept); err == nil && len(notReady) > 0 {
-				err = fmt.Errorf("%s; the upgrade drains every node in turn, so bring these back (or remove them from the spec) first", strings.Join(notReady, "; "))
+				err = fmt.Errorf("%s; the upgrade drains every node in turn, so bring these back first (or remove them from the spec, in an edit of their own)", strings.Join(notReady, "; "))
 			}
 			return err
 		}},
