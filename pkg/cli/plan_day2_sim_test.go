@@ -226,7 +226,8 @@ func TestPlanChain(t *testing.T) {
 	for _, s := range change.Steps {
 		got = append(got, [3]string{s.Name, s.Release, s.Kubernetes})
 	}
-	assert.Equal(t, [][3]string{{"upgrade", "v2.27.1", "1.30.13"}, {"upgrade-2", "v2.27.1", "1.31.9"}, {"upgrade-3", "v2.28.1", "1.32.8"}}, got)
+	assert.Equal(t, [][3]string{{"preflight", "", ""}, {"upgrade", "v2.27.1", "1.30.13"}, {"upgrade-2", "v2.27.1", "1.31.9"}, {"upgrade-3", "v2.28.1", "1.32.8"}}, got,
+		"the preflight checks, then one step per hop")
 	for d, want := range map[string]any{"01-upgrade-cluster": "v1.30.13", "02-upgrade-cluster": "v1.31.9", "03-upgrade-cluster": nil} {
 		var op kubespray.Operation
 		readJSON(t, filepath.Join(dir, d, "operation.json"), &op)
@@ -237,11 +238,12 @@ func TestPlanChain(t *testing.T) {
 	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied)
 	require.NoError(t, err)
 	for _, want := range []string{
-		"# Plan: 3 step(s), to kubespray v2.28.1 and Kubernetes 1.32.8\n",
-		"## Step 1/3 upgrade: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 1 of 3: kubespray v2.27.0 → v2.27.1 and Kubernetes 1.29.5 → 1.30.13\n" +
+		"# Plan: 4 step(s), to kubespray v2.28.1 and Kubernetes 1.32.8\n",
+		"## Step 1/4 preflight: ",
+		"## Step 2/4 upgrade: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 1 of 3: kubespray v2.27.0 → v2.27.1 and Kubernetes 1.29.5 → 1.30.13\n" +
 			"## runs in quay.io/kubespray/kubespray:v2.27.1: kubespray v2.27.1 takes the cluster to Kubernetes 1.30.13;",
-		"## Step 2/3 upgrade-2: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 2 of 3: Kubernetes 1.30.13 → 1.31.9 with kubespray v2.27.1\n",
-		"## Step 3/3 upgrade-3: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 3 of 3: kubespray v2.27.1 → v2.28.1 and Kubernetes 1.31.9 → 1.32.8\n" +
+		"## Step 3/4 upgrade-2: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 2 of 3: Kubernetes 1.30.13 → 1.31.9 with kubespray v2.27.1\n",
+		"## Step 4/4 upgrade-3: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 3 of 3: kubespray v2.27.1 → v2.28.1 and Kubernetes 1.31.9 → 1.32.8\n" +
 			"## runs in quay.io/kubespray/kubespray:v2.28.1:",
 		`'{"drain_grace_period":300,"drain_retries":3,"drain_timeout":"360s","kube_version":"v1.31.9"}'`,
 	} {
@@ -255,9 +257,9 @@ func TestPlanChain(t *testing.T) {
 		}
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
-	require.Len(t, doc.Steps, 3)
-	assert.Equal(t, "quay.io/kubespray/kubespray:v2.27.1", doc.Steps[1].Image)
-	assert.Equal(t, "quay.io/kubespray/kubespray:v2.28.1", doc.Steps[2].Image)
+	require.Len(t, doc.Steps, 4)
+	assert.Equal(t, "quay.io/kubespray/kubespray:v2.27.1", doc.Steps[2].Image)
+	assert.Equal(t, "quay.io/kubespray/kubespray:v2.28.1", doc.Steps[3].Image)
 
 	// bpa lint --applied plans as plan and the controller do: the chain passes, a jump no
 	// recorded release bridges is refused with the same rule and message.

@@ -50,11 +50,14 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o observe.Observation
 	// on a name that matches no host, removing nothing. Until then the node stays applied
 	// and the next run removes it again, which is safe: kubespray's pre_remove skips a name
 	// that is no longer a Node ("ignore servers that are not nodes", v2.27 and v2.28).
+	// An upgrade likewise counts once verify saw every node back at the new release: one
+	// left behind (NodeNotUpgraded) keeps the old one applied.
 	verified := phase[translator.StepVerify].Phase == string(wfv1.NodeSucceeded)
 	for _, s := range c.Steps {
 		st := phase[s.Name]
 		p.Status.Plan = append(p.Status.Plan, bpav1.OperationStatus{Name: s.Name, Playbooks: s.Playbooks(), Nodes: s.Nodes, Reason: s.Reason, Phase: st.Phase})
-		if st.Phase == string(wfv1.NodeSucceeded) && (!s.Removes || verified) {
+		needsVerify := s.Removes || translator.StepBase(s.Name) == translator.StepUpgrade
+		if st.Phase == string(wfv1.NodeSucceeded) && (!needsVerify || verified) {
 			apply(p, c, s, o.Hosts, gen)
 		}
 		if st.StartedAt != nil {

@@ -448,8 +448,8 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	if msg == "" {
 		msg = fmt.Sprintf("Workflow %s is %s", wf.Name, st.Phase)
 	}
-	if strings.Contains(msg, bpav1.ReasonNodeUnreachable+":") {
-		reason = bpav1.ReasonNodeUnreachable // run-kubespray's refusal to remove a dead host gracefully
+	if r := stepReason(msg); r != "" {
+		reason = r
 	}
 	if t := wf.Annotations[bpav1.TriggerAnnotation]; t != "" {
 		// No CR was edited: the conditions say what started the run ("htop 3.2.2-3 uploaded").
@@ -460,6 +460,22 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 	}
 	setRunConditions(st, obj.GetGeneration(), reason, msg)
 
+}
+
+// stepReasons are the reasons a step names at the start of its error ("PreflightFailed:
+// ..."), so that the CR's conditions carry them instead of RunFailed: run-kubespray's
+// refusal to remove a dead host gracefully, a failed preflight check, a node an upgrade
+// left behind.
+var stepReasons = []string{bpav1.ReasonNodeUnreachable, bpav1.ReasonPreflightFailed, bpav1.ReasonNodeNotUpgraded}
+
+// stepReason is the first of stepReasons that msg names, "" for none.
+func stepReason(msg string) string {
+	for _, r := range stepReasons {
+		if strings.Contains(msg, r+":") {
+			return r
+		}
+	}
+	return ""
 }
 
 // workflowGone reports a Workflow that disappeared (deleted by hand, by its TTL, or with

@@ -489,3 +489,18 @@ func TestImmutableSettingStalls(t *testing.T) {
 	assert.Equal(t, bpav1.ReasonImmutableSetting, stalled.Reason)
 	assert.Contains(t, stalled.Message, "spec.PodSubnet: kube_pods_subnet is 10.244.0.0/16 in the running cluster and would become 10.245.0.0/16")
 }
+
+// A step's error that starts with one of its reasons becomes the CR's Stalled reason.
+func TestStepReason(t *testing.T) {
+	for msg, want := range map[string]string{
+		"step preflight failed: PreflightFailed: check disk-space failed: host w1: 1Gi free on /": bpav1.ReasonPreflightFailed,
+		"step verify failed: NodeNotUpgraded: after the upgrade, a node did not come back":        bpav1.ReasonNodeNotUpgraded,
+		"step remove-workers failed: NodeUnreachable: cannot reach node w1":                       bpav1.ReasonNodeUnreachable,
+		"step upgrade failed: exit code 2":                                                        "",
+		"the word PreflightFailed without its colon":                                              "",
+	} {
+		if got := stepReason(msg); got != want {
+			t.Errorf("stepReason(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/installsoftware"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/preflight"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/publishkubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/renderinventory"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolveleases"
@@ -25,6 +26,7 @@ var stepCommands = []func() *cobra.Command{
 	resolveleases.Command,
 	renderinventory.Command,
 	runkubespray.Command,
+	preflight.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,

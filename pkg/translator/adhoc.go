@@ -147,7 +147,7 @@ func planOutput(name string) string {
 // AdHocTemplates are the WorkflowTemplate's `main` and `provision`: lookup, then, under the
 // cluster's mutex, the plan task and the Provisioning DAG with a slot per step.
 func AdHocTemplates() []wfv1.Template {
-	d := provisionDAG{param: planOutput,
+	d := provisionDAG{param: planOutput, kube: planOutput(kubernetesVersionOutput),
 		// The hosts of whichever lease step ran.
 		resolvedHosts: "{{=tasks['resolve-leases'].status == 'Succeeded' ? tasks['resolve-leases'].outputs.parameters.hosts : tasks['resolve-leases-from-file'].outputs.parameters.hosts}}"}
 	fromFile := planOutput(leasesFromFileOutput)
@@ -160,12 +160,12 @@ func AdHocTemplates() []wfv1.Template {
 	tasks = append(tasks, hosts[0], hosts[1], fileLeases, hosts[2])
 	prev := "render-inventory"
 	for _, slot := range AdHocSlots() {
-		t := d.kubesprayTask(slot, prev, planOutput(slotOperationsOutput(slot)), planOutput(slotAllowOutput(slot)))
+		t := d.stepTask(slot, prev, planOutput(slotOperationsOutput(slot)), planOutput(slotAllowOutput(slot)))
 		t.When = planOutput(slotRunOutput(slot)) + " == true"
 		tasks = append(tasks, t) // a Skipped slot satisfies the next one's depends
 		prev = slot
 	}
-	tasks = append(tasks, d.finalTasks(prev, planOutput(kubernetesVersionOutput))...)
+	tasks = append(tasks, d.finalTasks(prev, planOutput(slotRunOutput(StepUpgrade)))...)
 	main := wfv1.Template{Name: "main", DAG: &wfv1.DAGTemplate{Tasks: []wfv1.DAGTask{
 		{Name: "lookup", Template: "lookup", Arguments: wfv1.Arguments{Parameters: []wfv1.Parameter{
 			{Name: "provisioning", Value: wfv1.AnyStringPtr("{{workflow.parameters.provisioning}}")}}}},

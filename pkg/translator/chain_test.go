@@ -30,6 +30,9 @@ type hop struct{ name, release, kube, kubeVersionVar string }
 func hops(c *translator.ChangePlan) []hop {
 	var out []hop
 	for _, s := range c.Steps {
+		if s.Name == translator.StepPreflight {
+			continue // its checks, before the first hop (preflight_test)
+		}
 		require.Len(nil, s.Operations, 1)
 		v, _ := s.Operations[0].Vars["kube_version"].(string)
 		out = append(out, hop{s.Name, s.Release, s.Kubernetes, v})
@@ -85,7 +88,7 @@ func TestPlanChains(t *testing.T) {
 	t.Run("a hop's image is the spec's repository at the hop's release", func(t *testing.T) {
 		p, c, err := chained(t, "kubespray: {version: v2.28.1, image: registry.site:5000/kubespray}\nkubernetes: {version: 1.32.8}", "v2.27.1", "1.30.4")
 		require.NoError(t, err)
-		assert.Equal(t, "registry.site:5000/kubespray:v2.27.1", translator.StepImage("registry.site:5000/kubespray:v2.28.1", c.Steps[0]))
+		assert.Equal(t, "registry.site:5000/kubespray:v2.27.1", translator.StepImage("registry.site:5000/kubespray:v2.28.1", c.Steps[1]), "the first hop (after preflight)")
 		wf, err := translator.Provisioning(p, translator.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, "registry.site:5000/kubespray:v2.27.1", imageOf(wf, "upgrade"))
@@ -129,8 +132,8 @@ func TestPlanChains(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "let the controller run it")
 		forged := *c
-		forged.Steps = forged.Steps[:1]
-		forged.Steps[0].Name = translator.StepUpgrade
+		forged.Steps = forged.Steps[:2] // preflight and the first hop, named as a whole upgrade
+		forged.Steps[1].Name = translator.StepUpgrade
 		assert.Error(t, translator.CheckAdHocPlan(p, &forged), "a hop to 1.31.9 would record what the spec does not ask for")
 	})
 }

@@ -42,9 +42,10 @@ import (
 //     restarts it when cluster.yml changes the upstreams, and BPA runs nothing more;
 //  4. scale-workers: facts.yml on every host, then scale.yml limited to the new workers, in
 //     one container so scale.yml finds the facts cache (nodes.md);
-//  5. upgrade: upgrade-cluster.yml, for a new Kubernetes or kubespray release; a jump of
-//     several minors is a chain of hops (kubespray.Chain), upgrade, upgrade-2, ..., each
-//     run by its hop's release;
+//  5. preflight, then upgrade: the preflight step's checks (etcd, Nodes, disks, the offline
+//     site's artifacts, kubeadm's config), then upgrade-cluster.yml, for a new Kubernetes or
+//     kubespray release; a jump of several minors is a chain of hops (kubespray.Chain),
+//     upgrade, upgrade-2, ..., each run by its hop's release;
 //  6. reconfigure: cluster.yml on every host, for other settings (variables, plugins,
 //     subnets, inventory) or a rerun request.
 //
@@ -77,9 +78,12 @@ const (
 	// so the apiserver proxies of the other nodes list exactly the control-plane hosts.
 	StepUpdateNodeProxies = "update-node-proxies"
 	StepScaleWorkers      = "scale-workers"
-	StepUpgrade           = "upgrade"
-	StepReconfigure       = "reconfigure"
-	StepReset             = "reset"
+	// StepPreflight checks the cluster before an upgrade (`bpa step preflight`); it runs no
+	// playbook.
+	StepPreflight   = "preflight"
+	StepUpgrade     = "upgrade"
+	StepReconfigure = "reconfigure"
+	StepReset       = "reset"
 )
 
 // Numbered names the n-th step of a kind in one plan: base, then base-2, base-3, ... (one
@@ -104,7 +108,7 @@ func StepBase(name string) string {
 
 // PlanSteps are the names every planned step may have, in plan order (with Numbered's
 // suffixes).
-var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepUpdateNodeProxies, StepScaleWorkers, StepUpgrade, StepReconfigure}
+var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepUpdateNodeProxies, StepScaleWorkers, StepPreflight, StepUpgrade, StepReconfigure}
 
 // Step is one DAG task: kubespray operations run in order in one container.
 type Step struct {
@@ -458,6 +462,7 @@ func (pl *planner) workers() {
 // changed, or a rerun asks for it with nothing else to do.
 func (pl *planner) upgradeOrReconfigure() {
 	if pl.upgrade != "" {
+		pl.add(Step{Name: StepPreflight, Reason: PreflightReason})
 		pl.upgradeHops()
 		return
 	}
@@ -516,6 +521,10 @@ func hopChange(release, kube string, h kubespray.Hop) string {
 	}
 	return what
 }
+
+// PreflightReason is what the preflight step before an upgrade checks (`bpa plan`,
+// status.plan).
+const PreflightReason = "check before the upgrade touches anything: etcd healthy and able to lose a member (a single member is allowed, with a warning), every Node Ready, free disk on every host, the release's artifacts on the offline site, kubeadm-config as BPA applied it; a failed check stops the run (PreflightFailed)"
 
 func rerunRequested(p *bpav1.Provisioning) bool {
 	r := p.Annotations[bpav1.RerunAnnotation]

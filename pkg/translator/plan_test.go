@@ -145,7 +145,7 @@ kubernetes: {version: 1.31.4}`, func(t *testing.T) *bpav1.AppliedState { return 
 masters: [{m1: null}]
 workers: [{w1: null}]
 kubernetes: {version: 1.32.5}`, func(t *testing.T) *bpav1.AppliedState { return applied(t, m1, w1) },
-			[]wantStep{{"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}},
+			[]wantStep{{"preflight", nil, nil}, {"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}},
 		"settings changed": {`
 masters: [{m1: null}]
 workers: [{w1: null}]
@@ -254,8 +254,10 @@ func TestPlanDetails(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.32.5}\nnodeRemoval: {drainGracePeriodSeconds: 30, drainRetries: 5}"
 		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
 		require.NoError(t, err)
-		require.Equal(t, []wantStep{{"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}, steps(c))
-		assert.Equal(t, map[string]any{"drain_grace_period": 30, "drain_timeout": "360s", "drain_retries": 5}, c.Steps[0].Operations[0].Vars)
+		// The preflight checks come first and run no playbook: nothing is touched if they fail.
+		require.Equal(t, []wantStep{{"preflight", nil, nil}, {"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}, steps(c))
+		assert.Empty(t, c.Steps[0].Operations)
+		assert.Equal(t, map[string]any{"drain_grace_period": 30, "drain_timeout": "360s", "drain_retries": 5}, c.Steps[1].Operations[0].Vars)
 	})
 	t.Run("masters only: no proxies to update", func(t *testing.T) {
 		const masters = "masters: [{m1: null}]\nkubernetes: {version: 1.31.4}"

@@ -2,6 +2,7 @@ package translator
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -146,7 +147,7 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	wf.Spec.Arguments.Parameters = parameters(params, provisioningParameterOrder)
 
 	// The lease step is chosen here, from the CR; an ad-hoc run chooses it with `when`.
-	d := provisionDAG{ref: workflowtemplates.Provision, param: wfParam}
+	d := provisionDAG{ref: workflowtemplates.Provision, param: wfParam, kube: plan.KubernetesVersion}
 	tasks := d.hostTasks("", params["lease-source"] != string(bpav1.LeaseSourceBareMetalHost))
 	// Each step after the last: `argo retry` resumes at the one that failed, and the ones
 	// before it, done, are not run again.
@@ -156,14 +157,15 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := d.kubesprayTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful))
+		t := d.stepTask(s.Name, prev, string(ops), strconv.FormatBool(s.AllowUngraceful))
 		if image := StepImage(params["kubespray-image"], s); image != params["kubespray-image"] {
 			setArgument(&t, "kubespray-image", image)
 		}
 		tasks = append(tasks, t)
 		prev = s.Name
 	}
-	tasks = append(tasks, d.finalTasks(prev, plan.KubernetesVersion)...)
+	upgrades := slices.ContainsFunc(plan.Steps, func(s Step) bool { return StepBase(s.Name) == StepUpgrade })
+	tasks = append(tasks, d.finalTasks(prev, strconv.FormatBool(upgrades))...)
 	wf.Spec.Templates = []wfv1.Template{{Name: "provision", DAG: &wfv1.DAGTemplate{Tasks: tasks}}}
 	return wf, nil
 }
@@ -179,6 +181,8 @@ type provisionDAG struct {
 	// resolvedHosts is the expression of the hosts resolve-leases found; "" for the task's
 	// output.
 	resolvedHosts string
+	// kube is the Kubernetes release the run leads to (or the expression of it).
+	kube string
 }
 
 func (d provisionDAG) task(name, tmpl, depends string, args ...string) wfv1.DAGTask {
@@ -233,14 +237,35 @@ func (d provisionDAG) kubesprayTask(name, depends, operations, allowUngraceful s
 		"operations", operations, "allow-ungraceful", allowUngraceful}, d.ssh()...)...)
 }
 
+// stepTask is one planned step: the preflight checks, or run-kubespray with the step's
+// operations.
+func (d provisionDAG) stepTask(name, depends, operations, allowUngraceful string) wfv1.DAGTask {
+	if name == StepPreflight {
+		return d.preflightTask(depends)
+	}
+	return d.kubesprayTask(name, depends, operations, allowUngraceful)
+}
+
+// preflightTask checks the cluster before the upgrade after it: it reads the hosts, the vars
+// file (spec.offline's server), the target release's image and Kubernetes version.
+func (d provisionDAG) preflightTask(depends string) wfv1.DAGTask {
+	return d.task(StepPreflight, "preflight", depends, append([]string{
+		"provisioning", d.param("provisioning"), "hosts", d.hosts(), "kubernetes-version", d.kube,
+		"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
+		"kubespray-image", d.param("kubespray-image"), "artifacts-ca", d.param("artifacts-ca")}, d.ssh()...)...)
+}
+
 // finalTasks are verify and publish-kubeconfig, after the last step. verify checks every
 // Node reports the Kubernetes release the plan leads to. Both read resolve-leases' hosts:
 // render-inventory passing them through too would store the 1,000-host list twice more in
 // a finished Workflow.
-func (d provisionDAG) finalTasks(depends, kubernetesVersion string) []wfv1.DAGTask {
+//
+// afterUpgrade says whether the run upgrades the cluster: verify then stops at once at a
+// node left behind (NodeNotUpgraded), and is not retried for it.
+func (d provisionDAG) finalTasks(depends, afterUpgrade string) []wfv1.DAGTask {
 	cr := d.param("provisioning")
 	return []wfv1.DAGTask{
-		d.task(StepVerify, "verify", depends, append([]string{"provisioning", cr, "hosts", d.hosts(), "kubernetes-version", kubernetesVersion}, d.ssh()...)...),
+		d.task(StepVerify, "verify", depends, append([]string{"provisioning", cr, "hosts", d.hosts(), "kubernetes-version", d.kube, "after-upgrade", afterUpgrade}, d.ssh()...)...),
 		d.task("publish-kubeconfig", "publish-kubeconfig", StepVerify, "provisioning", cr, "hosts", d.hosts()),
 	}
 }

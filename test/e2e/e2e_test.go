@@ -63,6 +63,7 @@ func TestE2E(t *testing.T) {
 	t.Run("j/day-2", e.scenarioDay2)
 	t.Run("k/offline", e.scenarioOffline)
 	t.Run("l/chained-upgrade", e.scenarioChain)
+	t.Run("m/preflight-and-safe-stop", e.scenarioPreflight)
 }
 
 // newSiteEnv starts a simulated site for t, with a context that ends with t, and shows the

@@ -28,6 +28,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/offlinecheck"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 )
@@ -156,7 +157,7 @@ func Run(ctx context.Context, o kubespray.RunOptions) error {
 	}
 	// The removals below only change how a node leaves, never which hosts download.
 	downloaders := downloadHosts(ops, ini)
-	if err := offlinePreflight(ctx, o.ExtraVars, o.KubesprayImage, ca, func() ([]string, error) { return nodeArches(ctx, o, downloaders) }); err != nil {
+	if err := offlinecheck.Preflight(ctx, o.ExtraVars, o.KubesprayImage, ca, func() ([]string, error) { return nodeArches(ctx, o, downloaders) }); err != nil {
 		return err
 	}
 	addrs := inventory.Addresses(ini)

@@ -58,15 +58,11 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
-	"github.com/akraino-edge-stack/bpa/pkg/software"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
-
-// AdminConfPath is where kubeadm writes the admin kubeconfig on a control-plane node.
-const AdminConfPath = "/etc/kubernetes/admin.conf"
 
 // maxReported bounds the list of problems in the failure message, which ends up in the CR's
 // status and in a 4 KiB termination message.
@@ -87,6 +83,8 @@ func Command() *cobra.Command {
 			fs.StringVar(&o.workflowUID, "workflow-uid", "", "UID of that Workflow ({{workflow.uid}}); owns the staging Secret")
 			fs.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "the Kubernetes version every Node's kubelet must report (1.32.5 or v1.32.5); empty: not checked")
 			fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the nodes and pods before failing")
+			fs.BoolVar(&o.afterUpgrade, "after-upgrade", false, "the run upgraded the cluster: a node not Ready at --kubernetes-version for --upgrade-grace fails the step at once (NodeNotUpgraded)")
+			fs.DurationVar(&o.upgradeGrace, "upgrade-grace", 90*time.Second, "how long, after an upgrade, a node may stay behind (not Ready, or another kubelet) before the step fails")
 			fs.DurationVar(&o.pollInterval, "poll-interval", 10*time.Second, "time between checks")
 			o.ssh.AddFlags(fs)
 		},
@@ -100,6 +98,8 @@ type options struct {
 	kubernetesVersion         string
 	workflowName, workflowUID string
 	timeout, pollInterval     time.Duration
+	afterUpgrade              bool
+	upgradeGrace              time.Duration
 	ssh                       sshexec.Flags
 	flags                     *pflag.FlagSet
 
@@ -134,7 +134,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	master, err := FirstMaster(Expected(hosts))
+	master, err := kubeconfig.FirstMaster(Expected(hosts))
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	o.logf("fetched %s from %s; API server %s", AdminConfPath, master.Name, rc.Host)
+	o.logf("fetched %s from %s; API server %s", kubeconfig.AdminConfPath, master.Name, rc.Host)
 	rc.Timeout = 30 * time.Second
 	cs, err := o.newClusterClient(rc)
 	if err != nil {
@@ -163,20 +163,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 func (o *options) fetchAdminConf(ctx context.Context, master bpav1.HostStatus, crSSH *bpav1.SSHConfig) ([]byte, error) {
 	cfg := o.ssh.Config(o.flags, crSSH)
 	cfg.Logf = o.logf
-	sc, err := sshexec.Dial(ctx, master.IP, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("fetching admin.conf from master %s: %w", master.Name, err)
-	}
-	defer sc.Close()
-	raw, err := sc.ReadFile(ctx, AdminConfPath)
-	if err != nil {
-		return nil, fmt.Errorf("fetching admin.conf from master %s: %w", master.Name, err)
-	}
-	conf, err := kubeconfig.Rebuild(raw, master.IP)
-	if err != nil {
-		return nil, fmt.Errorf("admin.conf from master %s: %w", master.Name, err)
-	}
-	return conf, nil
+	return kubeconfig.FetchAdmin(ctx, master, cfg)
 }
 
 // waitHealthy polls Check until nothing is missing or ctx ends, then reports the last
@@ -186,6 +173,7 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
+	since := map[string]time.Time{} // after an upgrade: when each node behind was first seen so
 	for {
 		missing, err := Check(ctx, cs, hosts, kubelet)
 		// kubespray deletes a removed node's Node within its run (remove-node's post-remove),
@@ -215,9 +203,16 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 		if err != nil {
 			missing = append(missing, err.Error())
 		}
+		behind := o.behind(missing, kubelet, since)
+		if late := Late(behind, since, o.upgradeGrace, time.Now()); len(late) > 0 {
+			return NotUpgraded(late, kubelet)
+		}
 		o.logf("cluster not ready yet: %s", Summarize(missing))
 		select {
 		case <-ctx.Done():
+			if len(behind) > 0 {
+				return NotUpgraded(behind, kubelet)
+			}
 			return fmt.Errorf("cluster not healthy after %v: %s", o.timeout, Summarize(missing))
 		case <-time.After(interval):
 		}
@@ -257,28 +252,6 @@ func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provision
 	}
 	o.logf("kubeconfig staged in Secret %s/%s for publish-kubeconfig", s.Namespace, s.Name)
 	return nil
-}
-
-// FirstMaster is the master with the smallest name: a fixed choice, so every run asks the
-// same node.
-func FirstMaster(hosts []bpav1.HostStatus) (bpav1.HostStatus, error) {
-	var masters []bpav1.HostStatus
-	for _, h := range hosts {
-		for _, r := range h.Roles {
-			if r == software.RoleMaster {
-				masters = append(masters, h)
-				break
-			}
-		}
-	}
-	if len(masters) == 0 {
-		return bpav1.HostStatus{}, errors.New("no host has the master role")
-	}
-	sort.Slice(masters, func(i, j int) bool { return masters[i].Name < masters[j].Name })
-	if masters[0].IP == "" {
-		return bpav1.HostStatus{}, fmt.Errorf("master %s has no IP address", masters[0].Name)
-	}
-	return masters[0], nil
 }
 
 // Expected are the hosts the run leaves in the cluster: all but those it removes.
@@ -387,6 +360,69 @@ func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatu
 	}
 	sort.Strings(missing)
 	return missing, nil
+}
+
+// behind picks, after an upgrade to kubelet, the nodes Check found not Ready, not
+// registered or running another kubelet, and keeps since (when each was first seen behind)
+// up to date; nil when the run did not upgrade.
+func (o *options) behind(problems []string, kubelet string, since map[string]time.Time) []string {
+	if !o.afterUpgrade || kubelet == "" {
+		return nil
+	}
+	var out []string
+	now := time.Now()
+	seen := map[string]bool{}
+	for _, p := range problems {
+		rest, ok := strings.CutPrefix(p, "node ")
+		if !ok || strings.HasSuffix(p, ": "+stillRegistered) {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ":")
+		name, _, _ = strings.Cut(name, " (")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, p)
+		if _, ok := since[name]; !ok {
+			since[name] = now
+		}
+	}
+	for name := range since {
+		if !seen[name] {
+			delete(since, name) // it came back
+		}
+	}
+	return out
+}
+
+// Late are the findings of behind whose node has been behind for grace or longer at now.
+func Late(behind []string, since map[string]time.Time, grace time.Duration, now time.Time) []string {
+	var out []string
+	for _, p := range behind {
+		name, _, _ := strings.Cut(strings.TrimPrefix(p, "node "), ":")
+		name, _, _ = strings.Cut(name, " (")
+		if t, ok := since[name]; ok && now.Sub(t) >= grace {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NotUpgraded is the step's error for nodes an upgrade left behind: it names them and says
+// what to do. It starts with NodeNotUpgraded and a colon, the CR's Stalled reason; the
+// template does not retry it.
+func NotUpgraded(behind []string, kubelet string) error {
+	return fmt.Errorf("%s: after the upgrade, %s did not come back Ready at kubelet %s: %s. The upgrade stopped here and is not retried by itself: "+
+		"look at the node (journalctl -u kubelet on it; kubectl describe node), bring its kubelet to %s, then `argo retry` the Workflow or set the %s annotation to a new value",
+		bpav1.ReasonNodeNotUpgraded, plural(len(behind), "a node", fmt.Sprintf("%d nodes", len(behind))), kubelet, Summarize(behind), kubelet, bpav1.RerunAnnotation)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // stillRegistered is Check's finding for a removed host whose Node is still there.

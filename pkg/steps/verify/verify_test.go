@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,23 +195,6 @@ func TestSummarizeIsBounded(t *testing.T) {
 	s := Summarize(many)
 	if !strings.HasSuffix(s, "; ... and 30 more") || strings.Count(s, "not registered") != maxReported {
 		t.Errorf("got %s", s)
-	}
-}
-
-func TestFirstMaster(t *testing.T) {
-	m, err := FirstMaster([]bpav1.HostStatus{
-		{Name: "worker-0", IP: "10.0.0.9", Roles: []string{"worker"}},
-		{Name: "master-b", IP: "10.0.0.2", Roles: []string{"master"}},
-		{Name: "master-a", IP: "10.0.0.1", Roles: []string{"worker", "master"}},
-	})
-	if err != nil || m.Name != "master-a" {
-		t.Errorf("got %v, %v", m, err)
-	}
-	if _, err := FirstMaster([]bpav1.HostStatus{{Name: "w", Roles: []string{"worker"}}}); err == nil {
-		t.Error("no master must be an error")
-	}
-	if _, err := FirstMaster([]bpav1.HostStatus{{Name: "m", Roles: []string{"master"}}}); err == nil {
-		t.Error("a master without IP must be an error")
 	}
 }
 
@@ -599,4 +584,31 @@ func TestCommandFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// After an upgrade, a node behind (not Ready, not registered, another kubelet) for the grace
+// fails the step at once with NodeNotUpgraded, naming it; pods and removed hosts are not
+// nodes behind, and a node that came back starts its clock again.
+func TestNodesLeftBehindByAnUpgrade(t *testing.T) {
+	o := &options{afterUpgrade: true}
+	since := map[string]time.Time{}
+	problems := []string{`node w1: kubelet "v1.30.4", want v1.31.4`, "node w2 (10.0.0.2): not registered", "node m1: not Ready (KubeletNotReady)",
+		"node w9: " + stillRegistered, "pod kube-system/coredns: Pending"}
+	behind := o.behind(problems, "v1.31.4", since)
+	assert.Equal(t, problems[:3], behind)
+	assert.Len(t, since, 3)
+	start := since["w1"]
+	assert.Empty(t, Late(behind, since, 2*time.Minute, start.Add(time.Minute)))
+	assert.Len(t, Late(behind, since, 2*time.Minute, start.Add(2*time.Minute)), 3)
+
+	behind = o.behind(problems[:1], "v1.31.4", since)
+	assert.Len(t, since, 1, "m1 and w2 came back")
+	err := NotUpgraded(Late(behind, since, 0, time.Now()), "v1.31.4")
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), bpav1.ReasonNodeNotUpgraded+": "), err.Error())
+	assert.Contains(t, err.Error(), `a node did not come back Ready at kubelet v1.31.4: node w1: kubelet "v1.30.4"`)
+	assert.Contains(t, err.Error(), "not retried")
+
+	// A run that did not upgrade has no nodes behind: it waits out its timeout as before.
+	assert.Nil(t, (&options{}).behind(problems, "v1.31.4", map[string]time.Time{}))
 }

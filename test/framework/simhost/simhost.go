@@ -210,7 +210,7 @@ func (h *Host) setUp(t framework.T) {
 	}
 	lib := h.path("stublib.sh")
 	writeFile(t, lib, []byte(strings.ReplaceAll(stubLib, "@DIR@", shQuote(h.dir))), 0o644)
-	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo, "uname": stubUname} {
+	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo, "uname": stubUname, "df": stubDf} {
 		writeFile(t, h.path("bin", name), []byte(strings.ReplaceAll(body, "@LIB@", shQuote(lib))), 0o755)
 	}
 }
@@ -517,6 +517,18 @@ func (h *Host) ResetCalls() { writeFile(h.cluster.t, h.path("calls.log"), nil, 0
 // architecture would.
 func (h *Host) SetMachine(machine string) {
 	writeFile(h.cluster.t, h.path("machine"), []byte(machine+"\n"), 0o644)
+}
+
+// SetFreeDisk makes df report free bytes available on every filesystem of the host (rounded
+// down to KiB), as a host with a full disk would; a negative value gives df back its real
+// answer.
+func (h *Host) SetFreeDisk(free int64) {
+	p := h.path("free-kb")
+	if free < 0 {
+		_ = os.Remove(p)
+		return
+	}
+	writeFile(h.cluster.t, p, []byte(strconv.FormatInt(free/1024, 10)+"\n"), 0o644)
 }
 
 // SetPackages replaces the installed packages (name → version).

@@ -223,3 +223,29 @@ func TestAptGetStandInVersions(t *testing.T) {
 		t.Errorf("unpinned never downgrades: %s %v, %v", out, err, h.Packages())
 	}
 }
+
+// The df stand-in is the real df until a test sets the host's free space; then it reports
+// that as available on every filesystem asked about, in df -Pk's format, and records the call.
+func TestDfStandIn(t *testing.T) {
+	h := Start(t, "h", "127.0.1.18")
+	out, err := h.exec("df -Pk /")
+	if err != nil || !strings.HasPrefix(string(out), "Filesystem") || strings.Contains(string(out), "simhost") {
+		t.Fatalf("the real df: %v\n%s", err, out)
+	}
+	h.SetFreeDisk(3 << 30)
+	out, err = h.exec("df -Pk / /var/lib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 || strings.Fields(lines[1])[3] != "3145728" || strings.Fields(lines[2])[5] != "/var/lib" {
+		t.Errorf("want 3 GiB free on / and /var/lib:\n%s", out)
+	}
+	if calls := h.CallsTo("df"); len(calls) != 2 {
+		t.Errorf("recorded %v", calls)
+	}
+	h.SetFreeDisk(-1)
+	if out, _ := h.exec("df -Pk /"); strings.Contains(string(out), "simhost") {
+		t.Errorf("SetFreeDisk(-1) gives df back: %s", out)
+	}
+}

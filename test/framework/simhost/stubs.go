@@ -16,6 +16,7 @@ package simhost
 //	           host, as apt-get update last read it (bpa_source): all of them, but only
 //	           of the names its apt preferences let through
 //	held       one name per line: apt-get "succeeds" but leaves these alone
+//	free-kb    if present, the KiB df reports available on every filesystem (SetFreeDisk)
 //	fail.TOOL  if present, TOOL prints its content to stderr and exits non-zero
 
 // stubLib is sourced by every stub; @DIR@ is replaced by the host directory, single-quoted.
@@ -321,4 +322,23 @@ if [ "$*" = -m ] && [ -s "$D/machine" ]; then
 	exit 0
 fi
 exec /bin/uname "$@"
+`
+
+// stubDf answers df as the real one does, except that a host the test gave a free space
+// (SetFreeDisk) reports it, in KiB, as the available space of every filesystem asked about:
+// POSIX format (-P) with 1 KiB blocks (-k), the only form BPA reads. It records each call.
+const stubDf = `#!/bin/sh
+. @LIB@
+record df "$@"
+if [ ! -s "$D/free-kb" ]; then
+	exec /bin/df "$@"
+fi
+free=$(cat "$D/free-kb")
+echo "Filesystem     1024-blocks      Used Available Capacity Mounted on"
+for a in "$@"; do
+	case "$a" in
+	-*) ;;
+	*) printf 'simhost %d %d %d 99%% %s\n' $((free * 4)) $((free * 3)) "$free" "$a" ;;
+	esac
+done
 `

@@ -60,6 +60,16 @@ const (
 	// run. A step's error message starts with this reason and a colon, which is how the
 	// controller recognises it.
 	ReasonNodeUnreachable = "NodeUnreachable"
+	// ReasonPreflightFailed: the preflight step before an upgrade found the cluster unfit to
+	// upgrade (etcd, a Node, disk space, the offline site's artifacts, drift of kubeadm's
+	// config); nothing was changed. The message names the check and what to do. Like every
+	// failed run it is Stalled until the spec or the rerun annotation changes, or the
+	// Workflow is retried: the controller never runs the check again by itself.
+	ReasonPreflightFailed = "PreflightFailed"
+	// ReasonNodeNotUpgraded: after an upgrade, verify found a node that did not come back
+	// Ready at the target Kubernetes version. The upgrade stops there: verify is not retried
+	// on that path, and the message names the node and what to do.
+	ReasonNodeNotUpgraded = "NodeNotUpgraded"
 	// ReasonWorkflowDeleted: the run's Workflow was deleted before it finished; the rerun
 	// annotation starts a new one.
 	ReasonWorkflowDeleted = "WorkflowDeleted"

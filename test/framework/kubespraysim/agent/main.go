@@ -10,6 +10,8 @@
 //	agent upgrade    --kubeconfig F --node N --version V               prints the version it replaced
 //	agent remove     --kubeconfig F --node N [--ungraceful]            prints what it did
 //	agent reset      --kubeconfig F --node N                           deletes the Node and its pods
+//	agent kubeadm-config --kubeconfig F --version V [--cluster-name C --dns-domain D --service-subnet S --pod-subnet P]
+//	                 kubeadm init's (all flags) or upgrade apply's (--version only) kube-system/kubeadm-config
 //	agent downloads  --release R --kube K --arch M --vars JSON         prints "ca url" per line
 //
 // It holds no rule of kubespray's: what a run may do is decided by the playbooks.
@@ -33,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 )
@@ -57,6 +60,8 @@ func main() {
 type flags struct {
 	kubeconfig, node, address, version string
 	release, kube, arch, vars          string
+	clusterName, dnsDomain             string
+	serviceSubnet, podSubnet           string
 	ungraceful                         bool
 }
 
@@ -72,6 +77,10 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 	fs.StringVar(&f.arch, "arch", "", "")
 	fs.StringVar(&f.vars, "vars", "{}", "")
 	fs.BoolVar(&f.ungraceful, "ungraceful", false, "")
+	fs.StringVar(&f.clusterName, "cluster-name", "", "")
+	fs.StringVar(&f.dnsDomain, "dns-domain", "", "")
+	fs.StringVar(&f.serviceSubnet, "service-subnet", "", "")
+	fs.StringVar(&f.podSubnet, "pod-subnet", "", "")
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
@@ -99,6 +108,8 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 		return upgrade(ctx, kc, f)
 	case "remove":
 		return remove(ctx, kc, f)
+	case "kubeadm-config":
+		return "", kubeadmConfig(ctx, kc, f)
 	case "reset":
 		if _, err := deletePods(ctx, kc, f.node, false); err != nil {
 			return "", err
@@ -169,6 +180,35 @@ func upgrade(ctx context.Context, kc kubernetes.Interface, f flags) (string, err
 		return "", fmt.Errorf("upgrading node %s: %w", f.node, err)
 	}
 	return was, nil
+}
+
+// kubeadmConfig writes the ClusterConfiguration of kube-system/kubeadm-config as kubeadm
+// does, from the variables kubespray templates into it (roles/kubernetes/control-plane/
+// templates/kubeadm-config.*.yaml.j2): all of it at init, only kubernetesVersion at upgrade
+// apply (--version alone). The ConfigMap is the site's application apiserver's, which every
+// simulated cluster shares: the last init or upgrade wins.
+func kubeadmConfig(ctx context.Context, kc kubernetes.Interface, f flags) error {
+	cms := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	cm, err := cms.Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm-config", Namespace: metav1.NamespaceSystem}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	var c map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["ClusterConfiguration"]), &c); err != nil || c == nil || f.clusterName != "" {
+		c = map[string]any{"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration", "clusterName": f.clusterName,
+			"networking": map[string]any{"dnsDomain": f.dnsDomain, "serviceSubnet": f.serviceSubnet, "podSubnet": f.podSubnet}}
+	}
+	c["kubernetesVersion"] = f.version
+	data, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	cm.Data = map[string]string{"ClusterConfiguration": string(data)}
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	return err
 }
 
 // remove cordons and drains the node (its pods evicted, as kubectl drain does, so a

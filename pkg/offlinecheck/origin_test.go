@@ -1,4 +1,4 @@
-package runkubespray
+package offlinecheck
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func preflightAgainst(t *testing.T, server *httptest.Server) error {
 	require.NoError(t, os.WriteFile(file, vars, 0o644))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return offlinePreflight(ctx, file, "quay.io/kubespray/kubespray:v2.28.0", []*x509.Certificate{server.Certificate()},
+	return Preflight(ctx, file, "quay.io/kubespray/kubespray:v2.28.0", []*x509.Certificate{server.Certificate()},
 		func() ([]string, error) { return []string{"amd64"}, nil })
 }
 
