@@ -62,9 +62,10 @@ test: deps tools verify-generated build ## Run every test (golangci-lint, unit, 
 	$(GO) vet ./...
 	@# Two lanes, one per core: the suites on the test node (one node per machine) one after
 	@# another, and every other package beside them.
+	@# (The shell runs with -e: each lane's status is kept, not exited on, so both finish.)
 	@$(GO) test -p 1 -timeout 45m -count=1 $(NODE_SUITES) & node=$$!; \
-	$(GO) test -p 1 -timeout 45m -count=1 $$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(NODE_SUITES:./%=%))); rest=$$?; \
-	wait $$node; node=$$?; [ $$rest = 0 ] && [ $$node = 0 ]
+	rest=0; $(GO) test -p 1 -timeout 45m -count=1 $$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(NODE_SUITES:./%=%))) || rest=$$?; \
+	nrc=0; wait $$node || nrc=$$?; [ $$rest = 0 ] && [ $$nrc = 0 ]
 
 .PHONY: lint
 lint: ## Run golangci-lint alone (pinned in hack/tools/golangci-lint; .golangci.yml); make test runs it too

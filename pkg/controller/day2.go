@@ -51,12 +51,14 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o observe.Observation
 	// and the next run removes it again, which is safe: kubespray's pre_remove skips a name
 	// that is no longer a Node ("ignore servers that are not nodes", v2.27 and v2.28).
 	// An upgrade likewise counts once verify saw every node back at the new release: one
-	// left behind (NodeNotUpgraded) keeps the old one applied.
+	// left behind (NodeNotUpgraded) keeps the old one applied. verify runs after the last
+	// hop of a chain; an earlier hop counts once its upgrade-cluster.yml succeeded (whose
+	// own roles wait for each node to come back), so a retry resumes after it.
 	verified := phase[translator.StepVerify].Phase == string(wfv1.NodeSucceeded)
 	for _, s := range c.Steps {
 		st := phase[s.Name]
 		p.Status.Plan = append(p.Status.Plan, bpav1.OperationStatus{Name: s.Name, Playbooks: s.Playbooks(), Nodes: s.Nodes, Reason: s.Reason, Phase: st.Phase})
-		needsVerify := s.Removes || translator.StepBase(s.Name) == translator.StepUpgrade
+		needsVerify := s.Removes || translator.StepBase(s.Name) == translator.StepUpgrade && lastHop(c, s)
 		if st.Phase == string(wfv1.NodeSucceeded) && (!needsVerify || verified) {
 			apply(p, c, s, o.Hosts, gen)
 		}
@@ -127,6 +129,12 @@ func apply(p *bpav1.Provisioning, c *translator.ChangePlan, s translator.Step, h
 		a.Settings, a.Immutable = c.Settings, c.Immutable
 	}
 	a.Generation = gen
+}
+
+// lastHop reports whether upgrade step s takes the cluster to the plan's releases (a plan
+// from before chains names none: its one upgrade is the last).
+func lastHop(c *translator.ChangePlan, s translator.Step) bool {
+	return cmp.Or(s.Release, c.KubesprayVersion) == c.KubesprayVersion && cmp.Or(s.Kubernetes, c.KubernetesVersion) == c.KubernetesVersion
 }
 
 // applyHop folds an upgrade hop that succeeded: the cluster now runs its releases. Only the

@@ -63,7 +63,8 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 	for _, s := range plan.Steps {
 		hops = append(hops, [3]string{s.Name, s.Release, s.Kubernetes})
 	}
-	require.Equal(t, [][3]string{{"upgrade", "v2.27.1", "1.31.9"}, {"upgrade-2", "v2.28.0", "1.32.5"}}, hops)
+	require.Equal(t, [][3]string{{"preflight", "", ""}, {"upgrade", "v2.27.1", "1.31.9"}, {"upgrade-2", "v2.28.0", "1.32.5"}}, hops,
+		"the preflight checks once, then a step per hop")
 	tasks := wf.Spec.Templates[0].DAG.Tasks
 	image := func(task string) string {
 		i := slices.IndexFunc(tasks, func(t wfv1.DAGTask) bool { return t.Name == task })
@@ -79,7 +80,7 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 		return a.KubesprayVersion, a.KubernetesVersion, a.Settings
 	}
 	// Argo's part: the first hop succeeded, the second runs.
-	playArgo(ctx, t, c, &wf, wfv1.WorkflowRunning, map[string]wfv1.NodePhase{"upgrade": wfv1.NodeSucceeded, "upgrade-2": wfv1.NodeRunning})
+	playArgo(ctx, t, c, &wf, wfv1.WorkflowRunning, map[string]wfv1.NodePhase{"preflight": wfv1.NodeSucceeded, "upgrade": wfv1.NodeSucceeded, "upgrade-2": wfv1.NodeRunning})
 	eventually(t, "the first hop in status.applied", func() bool { k, v, _ := applied(); return k == "v2.27.1" && v == "1.31.9" })
 	_, _, settings := applied()
 	assert.Equal(t, built.Settings, settings, "the settings are the last hop's to apply")
@@ -96,7 +97,7 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 
 	// The second hop fails: the cluster stays at the first.
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&wf), &wf))
-	playArgo(ctx, t, c, &wf, wfv1.WorkflowFailed, map[string]wfv1.NodePhase{"upgrade": wfv1.NodeSucceeded, "upgrade-2": wfv1.NodeFailed})
+	playArgo(ctx, t, c, &wf, wfv1.WorkflowFailed, map[string]wfv1.NodePhase{"preflight": wfv1.NodeSucceeded, "upgrade": wfv1.NodeSucceeded, "upgrade-2": wfv1.NodeFailed})
 	eventually(t, "Failed", func() bool { return getProvisioning(ctx, t, c, ns, "up").Status.Phase == bpav1.PhaseFailed })
 	k, v, _ = applied()
 	assert.Equal(t, [2]string{"v2.27.1", "1.31.9"}, [2]string{k, v})
@@ -106,11 +107,13 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 	eventually(t, "the rerun's Workflow", func() bool { return len(runs()) == 2 })
 	rerun := runs()[slices.IndexFunc(runs(), func(w wfv1.Workflow) bool { return w.Name != wf.Name })]
 	plan = observe.PlanOf(&rerun)
-	require.Len(t, plan.Steps, 1)
-	assert.Equal(t, [3]string{"upgrade", "v2.28.0", "1.32.5"}, [3]string{plan.Steps[0].Name, plan.Steps[0].Release, plan.Steps[0].Kubernetes})
-	assert.Contains(t, plan.Steps[0].Reason, "kubespray v2.27.1 → v2.28.0 and Kubernetes 1.31.9 → 1.32.5")
-	assert.NotContains(t, plan.Steps[0].Operations[0].Vars, "kube_version", "the last hop's version is the vars file's")
-	playArgo(ctx, t, c, &rerun, wfv1.WorkflowSucceeded, map[string]wfv1.NodePhase{"upgrade": wfv1.NodeSucceeded})
+	require.Len(t, plan.Steps, 2, "the preflight checks again, then the second hop only")
+	assert.Equal(t, "preflight", plan.Steps[0].Name)
+	hop := plan.Steps[1]
+	assert.Equal(t, [3]string{"upgrade", "v2.28.0", "1.32.5"}, [3]string{hop.Name, hop.Release, hop.Kubernetes})
+	assert.Contains(t, hop.Reason, "kubespray v2.27.1 → v2.28.0 and Kubernetes 1.31.9 → 1.32.5")
+	assert.NotContains(t, hop.Operations[0].Vars, "kube_version", "the last hop's version is the vars file's")
+	playArgo(ctx, t, c, &rerun, wfv1.WorkflowSucceeded, map[string]wfv1.NodePhase{"preflight": wfv1.NodeSucceeded, "upgrade": wfv1.NodeSucceeded})
 	eventually(t, "the spec's releases in status.applied", func() bool { k, v, _ := applied(); return k == "v2.28.0" && v == "1.32.5" })
 	_, _, settings = applied()
 	assert.Equal(t, plan.Settings, settings)
