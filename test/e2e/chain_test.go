@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario l: a chained upgrade of two hops ----
@@ -41,7 +41,7 @@ func (e *env) scenarioChain(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "ch-" + name},
 			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
 			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: "127.0.1." + strconv.Itoa(n)}}}},
+				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
 		}
 		d.hosts[name], bmhs = h, append(bmhs, h)
 		return bpav1.NodeEntry{name: {MACAddress: mac}}
@@ -66,9 +66,9 @@ func (e *env) scenarioChain(t *testing.T) {
 	t.Cleanup(func() { _ = os.Remove(d.FailFile) })
 	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
 	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubespray.Version, p.Spec.Kubernetes.Version = "v2.28.0", "1.32.5" })
-	assert.Contains(t, plan, "## Step 1/2 upgrade: upgrade kubespray v2.27.1 → v2.28.0 and Kubernetes 1.30.4 → 1.32.5, hop 1 of 2: Kubernetes 1.30.4 → 1.31.9 with kubespray v2.27.1\n")
+	assert.Contains(t, plan, "## Step 2/3 upgrade: upgrade kubespray v2.27.1 → v2.28.0 and Kubernetes 1.30.4 → 1.32.5, hop 1 of 2: Kubernetes 1.30.4 → 1.31.9 with kubespray v2.27.1\n")
 	assert.Contains(t, plan, "## runs in "+bpav1.DefaultKubesprayImage+":v2.27.1:")
-	assert.Contains(t, plan, "## Step 2/2 upgrade-2:")
+	assert.Contains(t, plan, "## Step 3/3 upgrade-2:")
 	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 	assert.Contains(t, failed.Status.Message, "upgrade-2")
 	assert.Equal(t, [2]string{"v2.27.1", "1.31.9"}, releasesOf(failed), "the first hop is checkpointed in status.applied")
@@ -103,7 +103,7 @@ func (e *env) scenarioChain(t *testing.T) {
 	for _, s := range got.Status.Plan {
 		phases = append(phases, s.Name+" "+s.Phase)
 	}
-	assert.Equal(t, []string{"upgrade Succeeded", "upgrade-2 Succeeded"}, phases)
+	assert.Equal(t, []string{"preflight Succeeded", "upgrade Succeeded", "upgrade-2 Succeeded"}, phases)
 }
 
 func releasesOf(p *bpav1.Provisioning) [2]string {

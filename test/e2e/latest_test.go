@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,7 +134,7 @@ func TestLatest(t *testing.T) {
 	e.assertREST(t, url, ca, map[string][2]string{"m1": {"1.0-2", "1.0-2"}, "w1": {"1.0-2", "1.0-2"}, "w2": {"1.0-3", "1.0-2"}})
 	out := describeSoftware(t, e, sw.Name)
 	assert.Regexp(t, `Trigger +bpa-tool 1.0-2 uploaded`, out)
-	assert.Regexp(t, `m1 +127\.0\.1\.200 +Succeeded +[0-9]+[smh] +changed, bpa-tool 1.0-2`, out)
+	assert.Regexp(t, `m1 +`+regexp.QuoteMeta(sim.HostIP(200))+` +Succeeded +[0-9]+[smh] +changed, bpa-tool 1.0-2`, out)
 
 	// After a controller restart, an upload of the pinned package: the index changes, the
 	// Software sees it (its indexRevision catches up), and nothing runs.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario l: the preflight before an upgrade, and an upgrade that stops safely ----
@@ -50,7 +50,7 @@ func (e *env) scenarioPreflight(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "pf-" + name},
 			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
 			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: "127.0.1." + strconv.Itoa(n)}}}},
+				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
 		}
 		d.hosts[name] = h
 		bmhs = append(bmhs, h)
