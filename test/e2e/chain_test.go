@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,11 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario l: a chained upgrade of two hops ----
@@ -29,20 +25,11 @@ import (
 const chainBase = 170
 
 func (e *env) scenarioChain(t *testing.T) {
-	d := &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}}
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.App.Kubeconfig)
-	require.NoError(t, err)
-	d.app = kubernetes.NewForConfigOrDie(cfg)
+	d := e.newDay2(t)
 	var bmhs []metal3v1.BareMetalHost
 	entry := func(name string, i int) bpav1.NodeEntry {
 		n := chainBase + i
-		mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
-		h := metal3v1.BareMetalHost{
-			ObjectMeta: metav1.ObjectMeta{Name: "ch-" + name},
-			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
-			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
-		}
+		h, mac := dayTwoHost("ch-"+name, n)
 		d.hosts[name], bmhs = h, append(bmhs, h)
 		return bpav1.NodeEntry{name: {MACAddress: mac}}
 	}

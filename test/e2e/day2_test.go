@@ -43,22 +43,32 @@ type day2 struct {
 	app   kubernetes.Interface
 }
 
-func (e *env) scenarioDay2(t *testing.T) {
-	d := &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}}
+// newDay2 is a day-2 scenario's state on e, with a client of the application apiserver.
+func (e *env) newDay2(t *testing.T) *day2 {
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.App.Kubeconfig)
 	require.NoError(t, err)
-	d.app = kubernetes.NewForConfigOrDie(cfg)
+	return &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}, app: kubernetes.NewForConfigOrDie(cfg)}
+}
+
+// dayTwoHost is a BareMetalHost of a day-2 scenario: the n-th simulated machine (its MAC and
+// address from n), 8 CPUs and 16 GiB, OK. It returns the host and its MAC.
+func dayTwoHost(name string, n int) (metal3v1.BareMetalHost, string) {
+	mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
+	return metal3v1.BareMetalHost{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
+		Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
+			CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
+	}, mac
+}
+
+func (e *env) scenarioDay2(t *testing.T) {
+	d := e.newDay2(t)
 
 	var bmhs []metal3v1.BareMetalHost
 	for i, name := range []string{"d2m1", "d2m2", "d2m3", "d2w1", "d2w2", "pool-a", "pool-b", "pool-c", "pool-d", "pool-e", "pool-f"} {
 		n := d2Base + i
-		mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
-		h := metal3v1.BareMetalHost{
-			ObjectMeta: metav1.ObjectMeta{Name: "d2-" + name},
-			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
-			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
-		}
+		h, _ := dayTwoHost("d2-"+name, n)
 		if strings.HasPrefix(name, "pool-") {
 			h.Labels = map[string]string{"pool": "edge"}
 		}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
-	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario l: the preflight before an upgrade, and an upgrade that stops safely ----
@@ -39,19 +35,11 @@ import (
 const pfBase = 190
 
 func (e *env) scenarioPreflight(t *testing.T) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.App.Kubeconfig)
-	require.NoError(t, err)
-	d := &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}, app: kubernetes.NewForConfigOrDie(cfg)}
+	d := e.newDay2(t)
 	var bmhs []metal3v1.BareMetalHost
 	entry := func(name string) bpav1.NodeEntry {
 		n := pfBase + len(bmhs)
-		mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
-		h := metal3v1.BareMetalHost{
-			ObjectMeta: metav1.ObjectMeta{Name: "pf-" + name},
-			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
-			Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-				CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
-		}
+		h, mac := dayTwoHost("pf-"+name, n)
 		d.hosts[name] = h
 		bmhs = append(bmhs, h)
 		return bpav1.NodeEntry{name: {MACAddress: mac}}
