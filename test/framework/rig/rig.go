@@ -338,35 +338,17 @@ func (r *Rig) Spawn(name string, env []string, bin string, args ...string) (*Pro
 	return p, nil
 }
 
-// startEtcd runs a single-member etcd. --unsafe-no-fsync: the data is thrown
-// away with the rig, and fsync dominates apiserver write latency otherwise.
+// startEtcd runs the rig's etcd.
 func (r *Rig) startEtcd(ctx context.Context) error {
-	return retryPorts(func() error {
-		client, peer := freePort(), freePort()
-		r.etcdURL = "http://127.0.0.1:" + strconv.Itoa(client)
-		peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
-		args := []string{
-			"--name=rig",
-			"--data-dir=" + filepath.Join(r.Dir, "etcd"),
-			"--listen-client-urls=" + r.etcdURL,
-			"--advertise-client-urls=" + r.etcdURL,
-			"--listen-peer-urls=" + peerURL,
-			"--initial-advertise-peer-urls=" + peerURL,
-			"--initial-cluster=rig=" + peerURL,
-			"--unsafe-no-fsync",
-			"--log-level=warn",
-		}
-		if n := r.opts.EtcdMaxRequestBytes; n > 0 {
-			args = append(args, "--max-request-bytes="+strconv.Itoa(n))
-		}
-		p, err := r.Spawn("etcd", nil, "etcd", args...)
-		if err != nil {
-			return err
-		}
-		return waitFor(ctx, p, 30*time.Second, func(ctx context.Context) error {
-			return httpGetOK(ctx, nil, r.etcdURL+"/health", "")
-		})
-	})
+	var extra []string
+	if n := r.opts.EtcdMaxRequestBytes; n > 0 {
+		extra = append(extra, "--max-request-bytes="+strconv.Itoa(n))
+	}
+	var err error
+	r.etcdURL, err = runEtcd(ctx, filepath.Join(r.Dir, "etcd"), func(args []string) (*Process, error) {
+		return r.Spawn("etcd", nil, "etcd", args...)
+	}, extra...)
+	return err
 }
 
 // AppAPIServer is a second kube-apiserver on the rig's etcd (own key prefix),
