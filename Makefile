@@ -73,7 +73,7 @@ lint: ## Run golangci-lint alone (pinned in hack/tools/golangci-lint; .golangci.
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: bench
-bench: tools ## Run the benchmarks (translation, matching, lease parsing; the controller at scale on the rig; pod start on the real node)
+bench: tools ## Run the benchmarks (translation, matching, lease parsing, verified etcd snapshots; the controller at scale on the rig; pod start on the real node)
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
 
