@@ -47,7 +47,8 @@ type Result struct {
 	// Revision is the revision of the store the snapshot holds, as the scratch etcd serves
 	// it (the snapshot stream's header carries none).
 	Revision int64
-	// EtcdVersion is the storage version the member reported for the snapshot.
+	// EtcdVersion is the storage version the member reported for the snapshot; etcd before
+	// 3.6 reports none.
 	EtcdVersion string
 	// TakenAt is when the snapshot stream started.
 	TakenAt time.Time
