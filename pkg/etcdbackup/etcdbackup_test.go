@@ -241,3 +241,13 @@ func TestTrailerHashAnyChunking(t *testing.T) {
 	_, err := h.check()
 	require.ErrorIs(t, err, ErrNotVerified, "one bit off in the trailer")
 }
+
+// TestBackupWantsOneMember: a client of several members is refused before any write, as
+// etcdctl refuses it: the snapshot would be whichever member answers.
+func TestBackupWantsOneMember(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}})
+	require.NoError(t, err)
+	defer cli.Close()
+	_, err = Backup(testContext(t), cli, filepath.Join(t.TempDir(), "snap.db"), "", nil)
+	require.ErrorContains(t, err, "exactly one member, not 2")
+}
