@@ -136,7 +136,7 @@ func noopDAG(ctx context.Context, b *testing.B, s *sim.Site, i int) time.Duratio
 // machine (a real sshd) the site starts, its SSH Secret, and the Provisioning (not created).
 func siteCluster(ctx context.Context, s *sim.Site, i int) (*bpav1.Provisioning, string) {
 	cluster := fmt.Sprintf("bench-%d", i)
-	mac, ip := fmt.Sprintf("52:54:00:00:f0:%02x", i), sim.HostIP(200+i)
+	mac, ip := fmt.Sprintf("52:54:00:00:f0:%02x", i), s.HostIP(200+i)
 	s.AddHosts(ctx, []metal3v1.BareMetalHost{{
 		ObjectMeta: metav1.ObjectMeta{Name: cluster + "-m1"},
 		Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},

@@ -43,7 +43,7 @@ func (e *env) adHocDay2(t *testing.T, p *bpav1.Provisioning) {
 	}
 	require.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", translator.StepRemoveWorkers, translator.StepScaleWorkers, "verify", "publish-kubeconfig"}, wantSteps)
 
-	out, err := e.Rig.Argo(e.ctx, "submit", "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+p.Name, "-o", "name")
+	out, err := e.Argo(e.ctx, "submit", "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+p.Name, "-o", "name")
 	require.NoError(t, err, out)
 	name := strings.TrimSpace(out)
 	var ran *wfv1.Workflow

@@ -29,7 +29,7 @@ func (e *env) scenarioChain(t *testing.T) {
 	var bmhs []metal3v1.BareMetalHost
 	entry := func(name string, i int) bpav1.NodeEntry {
 		n := chainBase + i
-		h, mac := dayTwoHost("ch-"+name, n)
+		h, mac := d.dayTwoHost("ch-"+name, n)
 		d.hosts[name], bmhs = h, append(bmhs, h)
 		return bpav1.NodeEntry{name: {MACAddress: mac}}
 	}
@@ -74,7 +74,7 @@ func (e *env) scenarioChain(t *testing.T) {
 	// `argo retry` resumes at the second hop: the first is not run again.
 	require.NoError(t, os.Remove(d.FailFile))
 	before, logs = len(d.kubesprayRuns(t)), d.hostLogs(t)
-	out, err := d.Rig.Argo(d.ctx, "retry", failed.Status.Workflow.Name)
+	out, err := d.Argo(d.ctx, "retry", failed.Status.Workflow.Name)
 	require.NoError(t, err, out)
 	e.waitPhase(t, d.p.Name, bpav1.PhaseRunning)
 	got = e.waitPhase(t, d.p.Name, bpav1.PhaseSucceeded)

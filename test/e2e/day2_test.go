@@ -25,7 +25,6 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
-	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario j: day 2 on one cluster, one change after another ----
@@ -52,13 +51,13 @@ func (e *env) newDay2(t *testing.T) *day2 {
 
 // dayTwoHost is a BareMetalHost of a day-2 scenario: the n-th simulated machine (its MAC and
 // address from n), 8 CPUs and 16 GiB, OK. It returns the host and its MAC.
-func dayTwoHost(name string, n int) (metal3v1.BareMetalHost, string) {
-	mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
+func (e *env) dayTwoHost(name string, n int) (metal3v1.BareMetalHost, string) {
+	mac := e.HostMAC(n)
 	return metal3v1.BareMetalHost{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
 		Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-			CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}}}},
+			CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: e.HostIP(n)}}}},
 	}, mac
 }
 
@@ -68,7 +67,7 @@ func (e *env) scenarioDay2(t *testing.T) {
 	var bmhs []metal3v1.BareMetalHost
 	for i, name := range []string{"d2m1", "d2m2", "d2m3", "d2w1", "d2w2", "pool-a", "pool-b", "pool-c", "pool-d", "pool-e", "pool-f"} {
 		n := d2Base + i
-		h, _ := dayTwoHost("d2-"+name, n)
+		h, _ := d.dayTwoHost("d2-"+name, n)
 		if strings.HasPrefix(name, "pool-") {
 			h.Labels = map[string]string{"pool": "edge"}
 		}
@@ -406,7 +405,7 @@ func (d *day2) failMidScale(t *testing.T) {
 	assert.NotContains(t, appliedNames(failed), "d2edge-5", "a node is applied only once the step that adds it succeeded")
 
 	require.NoError(t, os.Remove(d.FailFile))
-	out, err := d.Rig.Argo(d.ctx, "retry", failed.Status.Workflow.Name)
+	out, err := d.Argo(d.ctx, "retry", failed.Status.Workflow.Name)
 	require.NoError(t, err, out)
 	d.waitPhase(t, d.p.Name, bpav1.PhaseRunning)
 	got := d.waitPhase(t, d.p.Name, bpav1.PhaseSucceeded)

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,32 +47,73 @@ type env struct {
 	ctx context.Context
 }
 
-// TestE2E runs the scenarios on one simulated site, one after another: each uses its own
-// cluster and hosts, so none depends on another's leftovers.
+// TestE2E runs the scenarios on one node, in lanes side by side: each lane is a site of
+// its own (namespace, application apiserver, BPA controller, machines, failure injection;
+// sim.Base.NewSite) and runs its scenarios one after another. A step is mostly waiting
+// (for a pod, for Argo, for SSH), so lanes share the node's two cores well. Each scenario
+// uses its own clusters and hosts, so none depends on another's leftovers.
+//
+// What sites share is cluster-scoped: BPAPolicy default. Scenarios that only add to it
+// (their artifact servers) edit it with a retry on conflict. Scenario g changes hostRelease,
+// which every site's releases obey, so it runs alone, after the lanes.
 func TestE2E(t *testing.T) {
-	e := newSiteEnv(t)
-
-	t.Run("a/examples-provision", e.scenarioExamples)
-	t.Run("b/lease-appears-later", e.scenarioLateLease)
-	t.Run("c/kubespray-fails-then-argo-retry", e.scenarioRetry)
-	t.Run("d/argo-submit-from-template", e.scenarioSubmitFrom)
-	t.Run("e/controller-killed-mid-run", e.scenarioControllerRestart)
-	t.Run("f/deleted-mid-run", e.scenarioDeleteMidRun)
-	t.Run("g/one-provisioning-per-cluster", e.scenarioClusterMutex)
-	t.Run("h/software-updates-and-new-nodes", e.scenarioSoftware)
-	t.Run("i/claims-are-consumerRefs", e.scenarioConsumerRef)
-	t.Run("j/day-2", e.scenarioDay2)
-	t.Run("k/offline", e.scenarioOffline)
-	t.Run("l/chained-upgrade", e.scenarioChain)
-	t.Run("m/preflight-and-safe-stop", e.scenarioPreflight)
+	base := sim.Start(t, sim.Options{})
+	type scenario struct {
+		name string
+		run  func(*env, *testing.T)
+	}
+	// The first lane is the first site, on node.HostNet, where the examples' hosts are.
+	lanes := [][]scenario{
+		{
+			{"a/examples-provision", (*env).scenarioExamples},
+			{"b/lease-appears-later", (*env).scenarioLateLease},
+			{"c/kubespray-fails-then-argo-retry", (*env).scenarioRetry},
+			{"d/argo-submit-from-template", (*env).scenarioSubmitFrom},
+			{"e/controller-killed-mid-run", (*env).scenarioControllerRestart},
+			{"f/deleted-mid-run", (*env).scenarioDeleteMidRun},
+		},
+		{
+			{"j/day-2", (*env).scenarioDay2},
+		},
+		{
+			{"h/software-updates-and-new-nodes", (*env).scenarioSoftware},
+			{"i/claims-are-consumerRefs", (*env).scenarioConsumerRef},
+			{"k/offline", (*env).scenarioOffline},
+		},
+		{
+			{"l/chained-upgrade", (*env).scenarioChain},
+			{"m/preflight-and-safe-stop", (*env).scenarioPreflight},
+			{"n/latest-package-versions", (*env).scenarioLatest},
+		},
+	}
+	// Goroutines, not t.Parallel: that would run only GOMAXPROCS lanes at once (2 here),
+	// and the lanes wait far more than they compute.
+	t.Run("lanes", func(t *testing.T) {
+		var envs []*env
+		for range lanes {
+			envs = append(envs, newSiteEnv(t, base)) // in order: the first gets node.HostNet
+		}
+		var wg sync.WaitGroup
+		for i, lane := range lanes {
+			wg.Go(func() {
+				t.Run(strconv.Itoa(i+1), func(t *testing.T) {
+					for _, sc := range lane {
+						t.Run(sc.name, func(t *testing.T) { sc.run(envs[i], t) })
+					}
+				})
+			})
+		}
+		wg.Wait()
+	})
+	t.Run("g/one-provisioning-per-cluster", newSiteEnv(t, base).scenarioClusterMutex)
 }
 
-// newSiteEnv starts a simulated site for t, with a context that ends with t, and shows the
+// newSiteEnv starts a site on base for t, with a context that ends with t, and shows the
 // controller's log when t fails.
-func newSiteEnv(t *testing.T) *env {
+func newSiteEnv(t *testing.T, base *sim.Base) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	t.Cleanup(cancel)
-	site := sim.New(t, sim.Options{})
+	site := base.NewSite(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log("controller log (tail):\n" + tail(site.ControllerLog(), 60))
@@ -458,7 +500,7 @@ func (e *env) scenarioRetry(t *testing.T) {
 		`TASK \[sim : SIMULATED injected failure in kubernetes/control-plane : kubeadm init\]`, `fatal: \[\S+\]: FAILED! => .*injected failure`, "PLAY RECAP")
 
 	require.NoError(t, os.Remove(e.FailFile))
-	out, err := e.Rig.Argo(e.ctx, "retry", failed.Status.Workflow.Name)
+	out, err := e.Argo(e.ctx, "retry", failed.Status.Workflow.Name)
 	require.NoError(t, err, out)
 	e.waitPhase(t, p.Name, bpav1.PhaseRunning)
 	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
@@ -473,7 +515,7 @@ func (e *env) scenarioSubmitFrom(t *testing.T) {
 	e.create(t, p)
 	first := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
 
-	out, err := e.Rig.Argo(e.ctx, "submit", "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+p.Name, "-o", "name")
+	out, err := e.Argo(e.ctx, "submit", "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+p.Name, "-o", "name")
 	require.NoError(t, err, out)
 	name := strings.TrimSpace(out)
 	require.NotEqual(t, first.Status.Workflow.Name, name)
@@ -551,7 +593,7 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: a.Name}, held))
 	held.Annotations = map[string]string{bpav1.RerunAnnotation: "1"}
 	require.NoError(t, e.Client.Update(e.ctx, held))
-	out, err := e.Rig.Argo(e.ctx, "submit", "-n", e.Namespace, "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+a.Name)
+	out, err := e.Argo(e.ctx, "submit", "-n", e.Namespace, "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+a.Name)
 	require.NoError(t, err, out)
 	deadline := time.Now().Add(runTimeout)
 	for {
@@ -596,19 +638,45 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 // setHostRelease sets the site policy's hostRelease for the rest of t.
 func (e *env) setHostRelease(t *testing.T, how bpav1.HostReleasePolicy) {
 	t.Helper()
-	pol := &bpav1.BPAPolicy{}
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
-	before := pol.Spec.HostRelease
-	pol.Spec.HostRelease = how
-	require.NoError(t, e.Client.Update(e.ctx, pol))
-	t.Cleanup(func() {
-		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol); err != nil {
-				return err
+	var before bpav1.HostReleasePolicy
+	e.editPolicy(t, func(pol *bpav1.BPAPolicy) { before, pol.Spec.HostRelease = pol.Spec.HostRelease, how })
+	t.Cleanup(func() { e.editPolicy(t, func(pol *bpav1.BPAPolicy) { pol.Spec.HostRelease = before }) })
+}
+
+// editPolicy applies edit to the site's BPAPolicy, again on a conflict: the sites on the
+// node share it, and each edits only what is its own (an artifact server of its, say).
+func (e *env) editPolicy(t *testing.T, edit func(*bpav1.BPAPolicy)) {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pol := &bpav1.BPAPolicy{}
+		if err := e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol); err != nil {
+			return err
+		}
+		edit(pol)
+		return e.Client.Update(e.ctx, pol)
+	}))
+}
+
+// editArtifactServer applies edit to the site policy's artifact server at url.
+func (e *env) editArtifactServer(t *testing.T, url string, edit func(*bpav1.ArtifactServer)) {
+	t.Helper()
+	e.editPolicy(t, func(pol *bpav1.BPAPolicy) {
+		for i := range pol.Spec.ArtifactServers {
+			if pol.Spec.ArtifactServers[i].URL == url {
+				edit(&pol.Spec.ArtifactServers[i])
 			}
-			pol.Spec.HostRelease = before
-			return e.Client.Update(e.ctx, pol)
-		}))
+		}
+	})
+}
+
+// addArtifactServer lists server in the site policy for the rest of t.
+func (e *env) addArtifactServer(t *testing.T, server bpav1.ArtifactServer) {
+	t.Helper()
+	e.editPolicy(t, func(pol *bpav1.BPAPolicy) { pol.Spec.ArtifactServers = append(pol.Spec.ArtifactServers, server) })
+	t.Cleanup(func() {
+		e.editPolicy(t, func(pol *bpav1.BPAPolicy) {
+			pol.Spec.ArtifactServers = slices.DeleteFunc(pol.Spec.ArtifactServers, func(s bpav1.ArtifactServer) bool { return s.URL == server.URL })
+		})
 	})
 }
 
@@ -740,11 +808,11 @@ func (e *env) scenarioSoftware(t *testing.T) {
 	}
 
 	// A node joins: a new key in sw-configmap. Only it gets the packages, unasked.
-	newMachine := e.StartMachine("sw-w3", sim.HostIP(189))
+	newMachine := e.StartMachine("sw-w3", e.HostIP(189))
 	e.CreateSSHSecret(e.ctx, "sw") // its host key, as an operator adds a new host's key
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: "sw-configmap"}, cm))
-	cm.Data["WORKER_w3"] = sim.HostIP(189)
+	cm.Data["WORKER_w3"] = e.HostIP(189)
 	require.NoError(t, e.Client.Update(e.ctx, cm))
 	got = e.waitSoftware(t, sw.Name, 2, got.Status.NodesHash)
 	require.Len(t, got.Status.HostSoftware, 4)
@@ -803,7 +871,7 @@ func (e *env) create(t *testing.T, p *bpav1.Provisioning) {
 }
 
 // newCluster makes BareMetalHosts, machines and a Provisioning (not yet applied) for a
-// cluster of its own: masters m1.., workers w1.., at sim.HostIP(base)...
+// cluster of its own: masters m1.., workers w1.., at e.HostIP(base)...
 func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) *bpav1.Provisioning {
 	t.Helper()
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"cluster": name}}}
@@ -811,7 +879,7 @@ func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) 
 	add := func(role string, i int) bpav1.NodeEntry {
 		n := base + len(hosts)
 		node := fmt.Sprintf("%s%d", role, i)
-		mac := fmt.Sprintf("52:54:00:00:%02x:%02x", n/256, n%256)
+		mac := e.HostMAC(n)
 		hosts = append(hosts, metal3v1.BareMetalHost{
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + node},
 			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
@@ -820,7 +888,7 @@ func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) 
 				HardwareDetails: &metal3v1.HardwareDetails{
 					CPU:          metal3v1.CPU{Count: 8},
 					RAMMebibytes: 16384,
-					NIC:          []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: sim.HostIP(n)}},
+					NIC:          []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: e.HostIP(n)}},
 				},
 			},
 		})

@@ -28,11 +28,12 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
-	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
-// TestLatest (issue 32): a new package version uploaded reaches the hosts that need it, with
+// ---- scenario n: the latest package versions (issue 32) ----
+//
+// scenarioLatest: a new package version uploaded reaches the hosts that need it, with
 // no CR edit.
 //
 // A real bpa serve records its signed apt repository in ArtifactIndex bpa-artifacts, as
@@ -49,8 +50,7 @@ import (
 //   - A node joining gets the newest bpa-tool.
 //   - The REST status shows each step: per host, installed and target version, and whether
 //     they differ.
-func TestLatest(t *testing.T) {
-	e := newSiteEnv(t)
+func (e *env) scenarioLatest(t *testing.T) {
 	ctx, site := e.ctx, e.Site
 
 	// The artifact server, recording its repository as config/serve deploys it.
@@ -66,10 +66,7 @@ func TestLatest(t *testing.T) {
 	e.SetKubesprayEnv("SSL_CERT_FILE=" + e.File("latest-ca.crt", ca))
 	key, err := os.ReadFile(public)
 	require.NoError(t, err)
-	pol := &bpav1.BPAPolicy{}
-	require.NoError(t, e.Client.Get(ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
-	pol.Spec.ArtifactServers = append(pol.Spec.ArtifactServers, bpav1.ArtifactServer{URL: url, CABundle: string(ca), AptKey: string(key), Index: "bpa-artifacts"})
-	require.NoError(t, e.Client.Update(ctx, pol))
+	e.addArtifactServer(t, bpav1.ArtifactServer{URL: url, CABundle: string(ca), AptKey: string(key), Index: "bpa-artifacts"})
 
 	p := e.newCluster(t, "latest", 200, 1, 2)
 	p.Spec.Offline = &bpav1.OfflineConfig{URL: url}
@@ -134,7 +131,7 @@ func TestLatest(t *testing.T) {
 	e.assertREST(t, url, ca, map[string][2]string{"m1": {"1.0-2", "1.0-2"}, "w1": {"1.0-2", "1.0-2"}, "w2": {"1.0-3", "1.0-2"}})
 	out := describeSoftware(t, e, sw.Name)
 	assert.Regexp(t, `Trigger +bpa-tool 1.0-2 uploaded`, out)
-	assert.Regexp(t, `m1 +`+regexp.QuoteMeta(sim.HostIP(200))+` +Succeeded +[0-9]+[smh] +changed, bpa-tool 1.0-2`, out)
+	assert.Regexp(t, `m1 +`+regexp.QuoteMeta(e.HostIP(200))+` +Succeeded +[0-9]+[smh] +changed, bpa-tool 1.0-2`, out)
 
 	// After a controller restart, an upload of the pinned package: the index changes, the
 	// Software sees it (its indexRevision catches up), and nothing runs.
@@ -150,11 +147,11 @@ func TestLatest(t *testing.T) {
 	}
 
 	// A node joins: it gets the newest version.
-	w3 := e.StartMachine("latest-w3", sim.HostIP(209))
+	w3 := e.StartMachine("latest-w3", e.HostIP(209))
 	e.CreateSSHSecret(ctx, "latest")
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, e.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: "latest-configmap"}, cm))
-	cm.Data["WORKER_w3"] = sim.HostIP(209)
+	cm.Data["WORKER_w3"] = e.HostIP(209)
 	require.NoError(t, e.Client.Update(ctx, cm))
 	got = e.waitSoftware(t, sw.Name, 1, got.Status.NodesHash)
 	machines["w3"] = w3

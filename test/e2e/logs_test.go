@@ -24,7 +24,7 @@ import (
 // line prefixed with its pod's name (<workflow>-<template>-<hash>).
 func (e *env) argoLogs(t *testing.T, workflow string) string {
 	t.Helper()
-	out, err := e.Rig.Argo(e.ctx, "logs", workflow, "--no-color")
+	out, err := e.Argo(e.ctx, "logs", workflow, "--no-color")
 	require.NoError(t, err, out)
 	return out
 }

@@ -1,5 +1,7 @@
-// Package e2e runs BPA end to end on real etcd, kube-apiserver, Argo workflow-controller,
-// argo CLI and sshd. Only pod execution and what kubespray's roles do to a machine are simulated (test/framework/sim).
+// Package e2e runs BPA end to end on a real node (kubelet, containerd, runc), etcd,
+// kube-apiserver, Argo's workflow-controller, executor and CLI, and sshd, in four lanes of
+// scenarios at once (TestE2E). Only what kubespray's roles do to a machine is simulated
+// (test/framework/sim).
 package e2e
 
 import (

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +18,6 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust"
 	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
-	"github.com/akraino-edge-stack/bpa/test/framework/sim"
 )
 
 // ---- scenario k: an air-gapped site ----
@@ -48,17 +46,7 @@ func (e *env) scenarioOffline(t *testing.T) {
 	e.SetKubesprayEnv("SSL_CERT_FILE=" + e.File("offline-ca.crt", ca))
 	// The admin lists the server in the site's BPAPolicy (config/ ships one), first with a
 	// CA that did not sign its certificate.
-	pol := &bpav1.BPAPolicy{}
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
-	before := pol.Spec.ArtifactServers
-	pol.Spec.ArtifactServers = slices.Concat(before, []bpav1.ArtifactServer{{URL: url, CABundle: e.otherCA(t)}})
-	require.NoError(t, e.Client.Update(e.ctx, pol))
-	t.Cleanup(func() {
-		if e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol) == nil {
-			pol.Spec.ArtifactServers = before
-			_ = e.Client.Update(e.ctx, pol)
-		}
-	})
+	e.addArtifactServer(t, bpav1.ArtifactServer{URL: url, CABundle: e.otherCA(t)})
 	p := e.newCluster(t, "offline", 250, 1, 1)
 	p.Spec.Offline = &bpav1.OfflineConfig{URL: url}
 	p.Spec.Kubernetes = &bpav1.KubernetesConfig{Version: "1.32.5"}
@@ -68,13 +56,7 @@ func (e *env) scenarioOffline(t *testing.T) {
 	e.SetKubesprayEnv()
 
 	// Now with the CA that signed it.
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
-	for i := range pol.Spec.ArtifactServers {
-		if pol.Spec.ArtifactServers[i].URL == url {
-			pol.Spec.ArtifactServers[i].CABundle = string(ca)
-		}
-	}
-	require.NoError(t, e.Client.Update(e.ctx, pol))
+	e.editArtifactServer(t, url, func(s *bpav1.ArtifactServer) { s.CABundle = string(ca) })
 	// A rerun is a Workflow of its own: wait for it before its phase (the last one's may be
 	// the same).
 	rerun := func(why string, phase bpav1.RunPhase) *bpav1.Provisioning {
@@ -92,7 +74,7 @@ func (e *env) scenarioOffline(t *testing.T) {
 		`artifact server CA: installed on m1 `, `artifact server CA: installed on w1 `,
 		`artifact server CA \(1 certificates\): installed on 2 hosts, already current on 0, failed on 0`,
 		`offline: 2 hosts downloaded every file and image manifest \(\d+ bytes\) from \S+/files`)
-	for _, ip := range []string{sim.HostIP(250), sim.HostIP(251)} {
+	for _, ip := range []string{e.HostIP(250), e.HostIP(251)} {
 		data, err := os.ReadFile(e.Machine(ip).File(nodetrust.Path))
 		require.NoError(t, err)
 		assert.Equal(t, string(ca), string(data), ip)
@@ -143,16 +125,9 @@ func (e *env) offlineSoftware(t *testing.T, p *bpav1.Provisioning, url string, u
 
 	key, err := os.ReadFile(publicKey)
 	require.NoError(t, err)
-	pol := &bpav1.BPAPolicy{}
-	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Name: bpav1.PolicyName}, pol))
-	for i := range pol.Spec.ArtifactServers {
-		if pol.Spec.ArtifactServers[i].URL == url {
-			pol.Spec.ArtifactServers[i].AptKey = string(key)
-		}
-	}
-	require.NoError(t, e.Client.Update(e.ctx, pol))
+	e.editArtifactServer(t, url, func(s *bpav1.ArtifactServer) { s.AptKey = string(key) })
 	got = e.waitSoftware(t, sw.Name, 1, "")
-	for _, ip := range []string{sim.HostIP(250), sim.HostIP(251)} {
+	for _, ip := range []string{e.HostIP(250), e.HostIP(251)} {
 		m := e.Machine(ip)
 		assert.Equal(t, "1.2-1", m.Packages()["bpa-offline-tool"], ip)
 		src, err := os.ReadFile(m.File(bpav1.AptSourcePath))

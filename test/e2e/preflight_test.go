@@ -39,7 +39,7 @@ func (e *env) scenarioPreflight(t *testing.T) {
 	var bmhs []metal3v1.BareMetalHost
 	entry := func(name string) bpav1.NodeEntry {
 		n := pfBase + len(bmhs)
-		h, mac := dayTwoHost("pf-"+name, n)
+		h, mac := d.dayTwoHost("pf-"+name, n)
 		d.hosts[name] = h
 		bmhs = append(bmhs, h)
 		return bpav1.NodeEntry{name: {MACAddress: mac}}

@@ -20,7 +20,7 @@ const (
 	Bridge     = "bpanode0"
 	bridgeCIDR = "10.213.0.1/16"
 	podSubnet  = "10.213.0.0/16"
-	// The pods' addresses (host-local's range): the bottom of the subnet. HostNet holds the
+	// The pods' addresses (host-local's range): the bottom of the subnet. The HostSubnets hold the
 	// simulated hosts a test names, and HostAddress hands out others from the top down.
 	podRangeStart = "10.213.0.10"
 	podRangeEnd   = "10.213.0.199"
@@ -87,8 +87,17 @@ func runOutput(name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// bridgeMAC is the bridge's MAC address, set when it is made. A bridge without one set
+// takes the lowest of its ports' MACs, and so changes whenever a pod's or a host's veth
+// comes or goes: every neighbour that cached the old one for the bridge's address (the
+// apiservers' address) then sends into the void until its entry expires, up to about a
+// minute, and connections to the apiservers time out meanwhile (seen: the stand-in
+// kubespray's agent, on a host, failing to reach the application apiserver in 30 s).
+// Locally administered, from the bridge's address 10.213.0.1.
+const bridgeMAC = "02:42:0a:d5:00:01"
+
 func createBridge() error {
-	if err := run("ip", "link", "add", Bridge, "type", "bridge"); err != nil {
+	if err := run("ip", "link", "add", Bridge, "address", bridgeMAC, "type", "bridge"); err != nil {
 		return err
 	}
 	if err := run("ip", "addr", "add", bridgeCIDR, "dev", Bridge); err != nil {

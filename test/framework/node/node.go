@@ -280,15 +280,37 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 
 // HostNet is where the simulated hosts a test places itself live (the examples'
 // BareMetalHosts, the e2e sites'): 10.213.1.0/24 on the node's bridge, above the pods'
-// range and below what HostAddress hands out. HostOn gives such an address its prefix.
-var HostNet = &net.IPNet{IP: net.IPv4(10, 213, 1, 0).To4(), Mask: net.CIDRMask(24, 32)}
+// range and below what HostAddress hands out. It is HostSubnet(1): sites that share the
+// node each take a subnet of their own. HostOn gives such an address its prefix.
+var HostNet = HostSubnet(1)
 
-// HostOn is ip, an address in HostNet, with the bridge subnet's prefix, as a simulated
+// HostSubnets is how many /24 subnets of simulated hosts the bridge holds (HostSubnet).
+const HostSubnets = 15
+
+// HostSubnet is the k-th subnet of simulated hosts (1..HostSubnets): 10.213.k.0/24.
+func HostSubnet(k int) *net.IPNet {
+	if k < 1 || k > HostSubnets {
+		panic(fmt.Sprintf("node: host subnet %d is not in 1..%d", k, HostSubnets))
+	}
+	return &net.IPNet{IP: net.IPv4(10, 213, byte(k), 0).To4(), Mask: net.CIDRMask(24, 32)}
+}
+
+// inHostSubnets says whether ip is in one of the HostSubnets.
+func inHostSubnets(ip net.IP) bool {
+	for k := 1; k <= HostSubnets; k++ {
+		if HostSubnet(k).Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// HostOn is ip, an address in a HostSubnet, with the bridge subnet's prefix, as a simulated
 // host's Network takes it.
 func HostOn(ip string) (*net.IPNet, error) {
 	a := net.ParseIP(ip).To4()
-	if a == nil || !HostNet.Contains(a) {
-		return nil, fmt.Errorf("%q is not in the node's host network %s", ip, HostNet)
+	if a == nil || !inHostSubnets(a) {
+		return nil, fmt.Errorf("%q is not in the node's host subnets %s..%s", ip, HostSubnet(1), HostSubnet(HostSubnets))
 	}
 	_, subnet, _ := net.ParseCIDR(podSubnet)
 	return &net.IPNet{IP: a, Mask: subnet.Mask}, nil
@@ -296,7 +318,7 @@ func HostOn(ip string) (*net.IPNet, error) {
 
 // HostAddress hands out an address on the node's bridge, with the bridge's prefix, for a
 // simulated host (simhost.Network) that pods reach as they would a site's machine: from the
-// top of the subnet down, far above host-local's pod range and HostNet, so they never meet.
+// top of the subnet down, far above host-local's pod range and the HostSubnets, so they never meet.
 // Each call returns a new one.
 func (n *Node) HostAddress() (*net.IPNet, error) {
 	n.hostsMu.Lock()
@@ -305,8 +327,8 @@ func (n *Node) HostAddress() (*net.IPNet, error) {
 	top := binary.BigEndian.Uint32(subnet.IP.To4()) | ^binary.BigEndian.Uint32(subnet.Mask)
 	ip := make(net.IP, net.IPv4len)
 	binary.BigEndian.PutUint32(ip, top-uint32(n.hosts+1)) // the broadcast address, less one per host so far
-	if HostNet.Contains(ip) || bytes.Compare(ip, net.ParseIP(podRangeEnd).To4()) <= 0 {
-		return nil, fmt.Errorf("no address left for a simulated host above %s", HostNet)
+	if inHostSubnets(ip) || bytes.Compare(ip, net.ParseIP(podRangeEnd).To4()) <= 0 {
+		return nil, fmt.Errorf("no address left for a simulated host above %s", HostSubnet(HostSubnets))
 	}
 	n.hosts++
 	return &net.IPNet{IP: ip, Mask: subnet.Mask}, nil

@@ -48,6 +48,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
 	t.Run("pods run in the node's processes, and a container straight on containerd in its cgroup root", e.podsRun)
 	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
+	t.Run("the bridge keeps its MAC address as ports come and go", e.bridgeMAC)
 
 	t.Run("Stop leaves nothing on the machine", func(t *testing.T) {
 		dir := n.Rig.Dir
@@ -338,6 +339,27 @@ func (e *env) simulatedHost(t *testing.T) {
 	require.NoError(t, syscall.Kill(killed.Processes()[0], syscall.SIGKILL))
 	assert.Eventually(t, func() bool { return slices.Equal(before, links()) }, 10*time.Second, 50*time.Millisecond,
 		"the killed host's veth is gone with its namespace")
+}
+
+// bridgeMAC: a port with the lowest MAC there is joins the bridge and leaves, and the
+// bridge's own MAC stays. (A bridge takes its lowest port's MAC unless one was set, and the
+// hosts and pods that cached the old one for the apiservers' address then lose them.)
+func (e *env) bridgeMAC(t *testing.T) {
+	mac := func() string {
+		b, err := os.ReadFile("/sys/class/net/" + node.Bridge + "/address")
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	before := mac()
+	out, err := exec.Command("ip", "link", "add", "bpatest-mac0", "address", "00:00:00:00:00:01", "type", "veth", "peer", "name", "bpatest-mac1").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", "bpatest-mac0").Run() })
+	out, err = exec.Command("ip", "link", "set", "bpatest-mac0", "master", node.Bridge, "up").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, before, mac(), "with a port of a lower MAC")
+	out, err = exec.Command("ip", "link", "del", "bpatest-mac0").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, before, mac(), "after it left")
 }
 
 // fatalT is a framework.T whose Fatalf ends the function fatalOf runs, not the test.

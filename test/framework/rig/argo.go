@@ -180,8 +180,8 @@ var controllerConfig = map[string]string{
 	"telemetryConfig": "enabled: false\n",
 }
 
-// startWorkflowController runs Argo's controller in namespace argo, managing
-// only r.Namespace. It also listens on :6060 (healthz, hard-coded); when two
+// startWorkflowController runs Argo's controller in namespace argo, managing every
+// namespace: sites that share a node each run in a namespace of their own. It also listens on :6060 (healthz, hard-coded); when two
 // rigs run at once the second one only logs that the port is taken.
 func (r *Rig) startWorkflowController(ctx context.Context) error {
 	if err := r.ensureNamespace(ctx, ArgoNamespace); err != nil {
@@ -214,8 +214,6 @@ func (r *Rig) startWorkflowController(ctx context.Context) error {
 		"workflow-controller",
 		"--kubeconfig="+r.Kubeconfig,
 		"--namespace="+ArgoNamespace,
-		"--namespaced",
-		"--managed-namespace="+r.Namespace,
 		"--executor-image="+image,
 	)
 	if err != nil {
@@ -232,12 +230,17 @@ func (r *Rig) startWorkflowController(ctx context.Context) error {
 	})
 }
 
-// Argo runs the real argo CLI against the rig (KUBECONFIG, ARGO_NAMESPACE set,
+// Argo runs the real argo CLI against the rig in r.Namespace (ArgoIn).
+func (r *Rig) Argo(ctx context.Context, args ...string) (string, error) {
+	return r.ArgoIn(ctx, r.Namespace, args...)
+}
+
+// ArgoIn runs the real argo CLI against the rig (KUBECONFIG, ARGO_NAMESPACE=ns,
 // ARGO_SERVER unset so it talks to the apiserver directly) and returns its
 // stdout; the error carries stderr.
-func (r *Rig) Argo(ctx context.Context, args ...string) (string, error) {
+func (r *Rig) ArgoIn(ctx context.Context, ns string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(r.BinDir, "argo"), args...)
-	env := []string{"KUBECONFIG=" + r.Kubeconfig, "ARGO_NAMESPACE=" + r.Namespace}
+	env := []string{"KUBECONFIG=" + r.Kubeconfig, "ARGO_NAMESPACE=" + ns}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ARGO_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
 			env = append(env, kv)

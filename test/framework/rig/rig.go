@@ -369,12 +369,8 @@ func (a *AppAPIServer) KubeconfigFor(host string) ([]byte, error) {
 }
 
 // StartAppAPIServer starts (once; later calls return the same server) the
-// application-cluster apiserver, with --etcd-prefix=/app.
-//
-// Test-only choice: it binds 0.0.0.0 and its certificate is valid for
-// 127.0.0.1 and 127.0.1.1..127.0.1.254, so a kubeconfig rewritten to a
-// simulated node IP (127.0.1.x, all loopback on Linux) still reaches it and
-// verifies TLS. Never a production setting: it listens on every interface.
+// application-cluster apiserver, with --etcd-prefix=/app. With a node, its certificate
+// holds the addresses of NodeOptions.Hosts (see StartAppAPIServerFor).
 func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	r.mu.Lock()
 	app := r.app
@@ -382,17 +378,11 @@ func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	if app != nil {
 		return app, nil
 	}
-	spec := apiServerSpec{name: "app-apiserver", etcdPrefix: "/app", bind: "0.0.0.0", certIPs: simulatedNodeIPs()}
+	var hosts *net.IPNet
 	if n := r.opts.Node; n != nil {
-		// Pods and the simulated hosts reach it on the node's address; the hosts that front
-		// it are in n.Hosts.
-		spec.host = n.Address.String()
-		spec.certIPs = append(spec.certIPs, n.Address)
-		if n.Hosts != nil {
-			spec.certIPs = append(spec.certIPs, addresses(n.Hosts)...)
-		}
+		hosts = n.Hosts
 	}
-	app, err := r.startAPIServer(ctx, spec)
+	app, err := r.StartAppAPIServerFor(ctx, "app", hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -400,6 +390,27 @@ func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	r.app = app
 	r.mu.Unlock()
 	return app, nil
+}
+
+// StartAppAPIServerFor starts another application-cluster apiserver, named name (its
+// folder and log "<name>-apiserver", --etcd-prefix=/<name>), whose certificate holds
+// every address of hosts, the simulated hosts that front it: sites that share a node each
+// build their clusters on one of their own.
+//
+// Test-only choice: it binds 0.0.0.0 and its certificate is valid for 127.0.0.1 and
+// 127.0.1.1..127.0.1.254 too, so a kubeconfig rewritten to a simulated node IP still
+// reaches it and verifies TLS. Never a production setting: it listens on every interface.
+func (r *Rig) StartAppAPIServerFor(ctx context.Context, name string, hosts *net.IPNet) (*AppAPIServer, error) {
+	spec := apiServerSpec{name: name + "-apiserver", etcdPrefix: "/" + name, bind: "0.0.0.0", certIPs: simulatedNodeIPs()}
+	if n := r.opts.Node; n != nil {
+		// Pods and the simulated hosts reach it on the node's address.
+		spec.host = n.Address.String()
+		spec.certIPs = append(spec.certIPs, n.Address)
+	}
+	if hosts != nil {
+		spec.certIPs = append(spec.certIPs, addresses(hosts)...)
+	}
+	return r.startAPIServer(ctx, spec)
 }
 
 // apiServerSpec is what differs between the rig's apiservers.

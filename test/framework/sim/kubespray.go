@@ -47,7 +47,7 @@ func (s *Site) injectKubesprayEnv(ctx context.Context) error {
 	url := fmt.Sprintf("https://%s/mutate", l.Addr())
 	fail, none := admissionregv1.Fail, admissionregv1.SideEffectClassNone
 	hook := &admissionregv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "bpa-sim-kubespray"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bpa-sim-kubespray-" + s.Namespace},
 		Webhooks: []admissionregv1.MutatingWebhook{{
 			Name:                    "kubespray.sim.bpa.akraino.org",
 			ClientConfig:            admissionregv1.WebhookClientConfig{URL: &url, CABundle: s.Rig.CAData},

@@ -18,6 +18,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -60,26 +61,118 @@ const stepTag = "sim"
 // spec.ssh.port and the port travels through BPA as a site's own would.
 const SSHPort = 2222
 
-// Options configure a Site.
+// Options configure a Base.
 type Options struct {
 	// Log receives the rig's process output (default: none; everything also goes to files
 	// under the rig's directory).
 	Log io.Writer
-	// LogDir is where the control plane and the BPA controller log (rig.Options.LogDir).
+	// LogDir is where the control plane and the BPA controllers log (rig.Options.LogDir).
 	LogDir string
 }
 
-// Site is a running simulated site.
+// Base is what the sites on one node share: the node with its control plane and Argo's
+// workflow-controller (every namespace), the images in the node's registry, and BPA's CRDs
+// and admission policies (cluster-wide). Each Site on it has a namespace, an application
+// apiserver, a BPA controller, machines and folders of its own, so sites run side by side
+// (the e2e scenarios do). What stays shared is cluster-scoped: BPAPolicy default and the
+// ArtifactIndexes.
+type Base struct {
+	T      framework.T
+	Node   *node.Node
+	Rig    *rig.Rig
+	Client client.Client
+	// BPA is the bpa binary the controllers run; the steps run the same code in StepImage.
+	BPA string
+
+	agent string // the stand-in kubespray's agent, built
+	mu    sync.Mutex
+	sites int
+}
+
+// Start starts a node for t with everything its sites share; everything stops in
+// t.Cleanup, after the sites (which are t's or its subtests').
+func Start(t framework.T, opts Options) *Base {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	b := &Base{T: t, BPA: buildBPA(t)}
+	b.Node = node.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log, LogDir: opts.LogDir})
+	b.Rig = b.Node.Rig
+	cfg := b.Rig.RESTConfig
+	b.pushImages(ctx, t.TempDir())
+
+	must(t, bpatest.InstallCRDs(ctx, cfg), "installing BPA CRDs")
+	must(t, bpatest.InstallBareMetalHostCRD(ctx, cfg), "installing the BareMetalHost CRD")
+	must(t, bpatest.InstallAdmissionPolicy(ctx, cfg), "installing the admission policies")
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	must(t, err, "client")
+	b.Client = c
+	b.agent, err = kubespraysim.BuildAgent()
+	must(t, err, "building the stand-in kubespray's agent")
+	return b
+}
+
+// New starts a node for t with one site on it (Start, NewSite).
+func New(t framework.T, opts Options) *Site {
+	t.Helper()
+	return Start(t, opts).NewSite(t)
+}
+
+// NewSite starts a site on b for t, which may be a subtest of b's test running in parallel
+// with others; it stops in t.Cleanup. The first site is in the rig's namespace, on
+// node.HostNet (where the examples' hosts are) and the rig's application apiserver; the
+// k-th is in namespace <rig's>-k, on node.HostSubnet(k) and an application apiserver of
+// its own.
+func (b *Base) NewSite(t framework.T) *Site {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b.mu.Lock()
+	b.sites++
+	k := b.sites
+	b.mu.Unlock()
+	s := &Site{T: t, Base: b, index: k, hosts: map[string]*simhost.Host{}, dir: t.TempDir()}
+	s.root = filepath.Dir(s.dir)
+	s.Namespace, s.subnet = b.Rig.Namespace, node.HostSubnet(k)
+	var err error
+	if k == 1 {
+		s.App, err = b.Rig.StartAppAPIServer(ctx)
+	} else {
+		s.Namespace = fmt.Sprintf("%s-%d", b.Rig.Namespace, k)
+		must(t, b.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}), "creating namespace "+s.Namespace)
+		must(t, b.Node.WaitServiceAccount(ctx, s.Namespace), "namespace "+s.Namespace+"'s service account")
+		s.App, err = b.Rig.StartAppAPIServerFor(ctx, fmt.Sprintf("app-%d", k), s.subnet)
+	}
+	must(t, err, "starting the application apiserver")
+	must(t, bpatest.InstallStepRBAC(ctx, b.Client, s.Namespace), "installing the step accounts and roles")
+	s.appKubeconfig = filepath.Join(s.dir, "app.kubeconfig")
+	data, err := os.ReadFile(s.App.Kubeconfig)
+	must(t, err, "reading the application apiserver's kubeconfig")
+	must(t, os.WriteFile(s.appKubeconfig, data, 0o600), "writing the application apiserver's kubeconfig")
+
+	s.SSH = simhost.NewCluster(t)
+	s.SSH.Port = SSHPort
+	s.FailFile = filepath.Join(s.dir, "kubespray-fails")
+	s.UnmatchedFile = filepath.Join(s.dir, "kubespray-removals-match-nothing")
+	s.KubesprayRuns = filepath.Join(s.dir, "kubespray-runs")
+	must(t, os.Mkdir(s.KubesprayRuns, 0o755), "making the kubespray runs' folder")
+	s.agent = filepath.Join(s.dir, "kubespray-sim-agent")
+	must(t, copyFile(b.agent, s.agent, 0o755), "copying the stand-in kubespray's agent")
+	must(t, s.injectKubesprayEnv(ctx), "the run-kubespray containers' settings")
+
+	s.StartController()
+	t.Cleanup(func() { s.StopController(false) })
+	return s
+}
+
+// Site is a running simulated site: a namespace of a Base's with its own BPA controller,
+// application apiserver, machines and failure injection.
 type Site struct {
+	*Base
 	T         framework.T
-	Node      *node.Node
-	Rig       *rig.Rig
 	App       *rig.AppAPIServer
-	Client    client.Client
 	SSH       *simhost.Cluster
 	Namespace string
-	// BPA is the bpa binary the controller runs; the steps run the same code in StepImage.
-	BPA string
 	// FailFile makes the simulated kubespray fail while it exists.
 	FailFile string
 	// UnmatchedFile, while it exists, makes the simulated kubespray's removals match no
@@ -89,8 +182,10 @@ type Site struct {
 	// `bpa plan --output-dir` (kubespraysim.EnvRecordDir).
 	KubesprayRuns string
 
-	mu    sync.Mutex
-	hosts map[string]*simhost.Host // by IP
+	index  int        // the site's number on its Base, from 1
+	subnet *net.IPNet // where its machines are (HostIP)
+	mu     sync.Mutex
+	hosts  map[string]*simhost.Host // by IP
 	// kubesprayEnv is added to the kubespray container's environment (SetKubesprayEnv).
 	kubesprayEnv []string
 	ctrl         *exec.Cmd
@@ -104,71 +199,25 @@ type Site struct {
 	agent string
 }
 
-// New starts a site for t; everything stops in t.Cleanup.
-func New(t framework.T, opts Options) *Site {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	s := &Site{T: t, hosts: map[string]*simhost.Host{}, dir: t.TempDir()}
-	s.root = filepath.Dir(s.dir)
-	s.BPA = buildBPA(t)
-	s.Node = node.ForTest(t, rig.Options{WorkflowController: true, MinimalArgoCRDs: true, Log: opts.Log, LogDir: opts.LogDir})
-	s.Rig = s.Node.Rig
-	s.Namespace = s.Rig.Namespace
-	cfg := s.Rig.RESTConfig
-	s.pushImages(ctx)
-
-	must(t, bpatest.InstallCRDs(ctx, cfg), "installing BPA CRDs")
-	must(t, bpatest.InstallBareMetalHostCRD(ctx, cfg), "installing the BareMetalHost CRD")
-	must(t, bpatest.InstallAdmissionPolicy(ctx, cfg), "installing the admission policies")
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	must(t, err, "client")
-	s.Client = c
-	must(t, bpatest.InstallStepRBAC(ctx, c, s.Namespace), "installing the step accounts and roles")
-
-	s.App, err = s.Rig.StartAppAPIServer(ctx)
-	must(t, err, "starting the application apiserver")
-	s.appKubeconfig = filepath.Join(s.dir, "app.kubeconfig")
-	data, err := os.ReadFile(s.App.Kubeconfig)
-	must(t, err, "reading the application apiserver's kubeconfig")
-	must(t, os.WriteFile(s.appKubeconfig, data, 0o600), "writing the application apiserver's kubeconfig")
-
-	s.SSH = simhost.NewCluster(t)
-	s.SSH.Port = SSHPort
-	s.FailFile = filepath.Join(s.dir, "kubespray-fails")
-	s.UnmatchedFile = filepath.Join(s.dir, "kubespray-removals-match-nothing")
-	s.KubesprayRuns = filepath.Join(s.dir, "kubespray-runs")
-	must(t, os.Mkdir(s.KubesprayRuns, 0o755), "making the kubespray runs' folder")
-	agent, err := kubespraysim.BuildAgent()
-	must(t, err, "building the stand-in kubespray's agent")
-	s.agent = filepath.Join(s.dir, "kubespray-sim-agent")
-	must(t, copyFile(agent, s.agent, 0o755), "copying the stand-in kubespray's agent")
-	must(t, s.injectKubesprayEnv(ctx), "the run-kubespray containers' settings")
-
-	s.StartController()
-	t.Cleanup(func() { s.StopController(false) })
-	return s
-}
-
 // pushImages builds the images the steps run (bpa from this tree, the stand-in kubespray:
-// cached in bin/images on their inputs) and pushes them to the node's registry.
-func (s *Site) pushImages(ctx context.Context) {
+// cached in bin/images on their inputs), in dir, and pushes them to the node's registry.
+func (b *Base) pushImages(ctx context.Context, dir string) {
 	root, err := rig.RepoRoot()
-	must(s.T, err, "the repository")
-	o, err := images.Options{Root: root, BPATag: stepTag, Argoexec: filepath.Join(s.Rig.BinDir, "argoexec")}.Defaults()
-	must(s.T, err, "image options")
+	must(b.T, err, "the repository")
+	o, err := images.Options{Root: root, BPATag: stepTag, Argoexec: filepath.Join(b.Rig.BinDir, "argoexec")}.Defaults()
+	must(b.T, err, "image options")
 	bpa := o
-	bpa.Dir = filepath.Join(s.dir, "images") // this tree's bpa: not a cache
+	bpa.Dir = filepath.Join(dir, "images") // this tree's bpa: not a cache
 	var built []images.Built
-	for _, b := range []struct {
+	for _, x := range []struct {
 		o    images.Options
 		name string
 	}{{bpa, "bpa"}, {o, "kubespray"}} {
-		img, err := images.Build(ctx, b.o, []string{b.name}, s.T.Logf)
-		must(s.T, err, "building the "+b.name+" image")
+		img, err := images.Build(ctx, x.o, []string{x.name}, b.T.Logf)
+		must(b.T, err, "building the "+x.name+" image")
 		built = append(built, img...)
 	}
-	must(s.T, s.Node.Push(ctx, built...), "pushing the images to the node's registry")
+	must(b.T, b.Node.Push(ctx, built...), "pushing the images to the node's registry")
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {
@@ -212,7 +261,7 @@ func buildBPA(t framework.T) string {
 func (s *Site) StartController() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	logFile, err := os.OpenFile(filepath.Join(s.Rig.LogDir, "bpa-controller.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := os.OpenFile(s.controllerLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	must(s.T, err, "controller log")
 	cmd := exec.Command(s.BPA, "controller", "--namespaces="+s.Namespace,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
@@ -248,8 +297,23 @@ func (s *Site) StopController(kill bool) {
 
 // ControllerLog is the controller's output so far.
 func (s *Site) ControllerLog() string {
-	b, _ := os.ReadFile(filepath.Join(s.Rig.LogDir, "bpa-controller.log"))
+	b, _ := os.ReadFile(s.controllerLog())
 	return string(b)
+}
+
+// controllerLog is the controller's log file: bpa-controller.log for the first site,
+// bpa-controller-<namespace>.log for the others.
+func (s *Site) controllerLog() string {
+	name := "bpa-controller.log"
+	if s.index > 1 {
+		name = "bpa-controller-" + s.Namespace + ".log"
+	}
+	return filepath.Join(s.Rig.LogDir, name)
+}
+
+// Argo runs the real argo CLI against the rig, in the site's namespace (rig.ArgoIn).
+func (s *Site) Argo(ctx context.Context, args ...string) (string, error) {
+	return s.Rig.ArgoIn(ctx, s.Namespace, args...)
 }
 
 // AddHosts creates BareMetalHosts (with their status) and starts a simulated machine, with a
@@ -309,7 +373,7 @@ func (s *Site) Reprovision(ctx context.Context, names ...string) {
 	}
 }
 
-// StartMachine starts a simulated machine at ip (in node.HostNet; see HostIP), unless one
+// StartMachine starts a simulated machine at ip (in a node.HostSubnet; see HostIP), unless one
 // runs there. It fronts the application apiserver on its address, at the apiserver's port,
 // as a control-plane machine serves its own: a cluster's kubeconfig names its first
 // control-plane machine.
@@ -336,10 +400,16 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	return h
 }
 
-// HostIP is the address of the site's n-th machine (1..254), in node.HostNet.
-func HostIP(n int) string {
-	ip := node.HostNet.IP.To4()
+// HostIP is the address of the site's n-th machine (1..254), in its node.HostSubnet.
+func (s *Site) HostIP(n int) string {
+	ip := s.subnet.IP.To4()
 	return net.IPv4(ip[0], ip[1], ip[2], byte(n)).String()
+}
+
+// HostMAC is the MAC address of the site's n-th machine (0..65535): 52:54:00, the site's
+// number less one, n. Sites on one node never share one, as a lab's machines do not.
+func (s *Site) HostMAC(n int) string {
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", s.index-1, n/256, n%256)
 }
 
 // SetKubesprayEnv sets what every later kubespray container's environment gets besides the
