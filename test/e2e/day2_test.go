@@ -27,11 +27,12 @@ import (
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 )
 
-// ---- scenario j: day 2 on one cluster, one change after another ----
+// ---- scenarios j and o: day 2 on one cluster, one change after another ----
 //
-// The cluster "d2" starts with one master, a named worker and a pool of two. Its node names
-// carry the prefix d2 because every scenario's nodes register in the one application
-// apiserver of the site.
+// Two sites each build a cluster "d2" and change it, one change after another: j its
+// workers (a worker, a pool, a dead worker, a failed scale, a removal that removed
+// nothing), o its control plane (masters joining, an upgrade, etcd members leaving). Both
+// end by deleting it with Reset. Node names carry the prefix d2 (assertNodes).
 
 const d2Base = 230
 
@@ -40,13 +41,15 @@ type day2 struct {
 	p     *bpav1.Provisioning
 	hosts map[string]metal3v1.BareMetalHost // by node-ish name: d2m1.., d2w1.., edge-a..
 	app   kubernetes.Interface
+	// kubelet is the version the cluster's kubelets run: 1.30.4, until an upgrade.
+	kubelet string
 }
 
 // newDay2 is a day-2 scenario's state on e, with a client of the application apiserver.
 func (e *env) newDay2(t *testing.T) *day2 {
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.App.Kubeconfig)
 	require.NoError(t, err)
-	return &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}, app: kubernetes.NewForConfigOrDie(cfg)}
+	return &day2{env: e, hosts: map[string]metal3v1.BareMetalHost{}, app: kubernetes.NewForConfigOrDie(cfg), kubelet: "v1.30.4"}
 }
 
 // dayTwoHost is a BareMetalHost of a day-2 scenario: the n-th simulated machine (its MAC and
@@ -61,9 +64,28 @@ func (e *env) dayTwoHost(name string, n int) (metal3v1.BareMetalHost, string) {
 	}, mac
 }
 
-func (e *env) scenarioDay2(t *testing.T) {
-	d := e.newDay2(t)
+func (e *env) scenarioDay2Workers(t *testing.T) {
+	d := e.startDay2(t, true)
+	t.Run("add a worker", d.addWorker)
+	t.Run("scale a pool 2 to 4 and back to 3", d.scalePool)
+	t.Run("remove a dead worker", d.removeDeadWorker)
+	t.Run("fail mid-scale, argo retry", d.failMidScale)
+	t.Run("a removal that removed nothing fails, and a rerun removes", d.removalThatRemovedNothing)
+	t.Run("delete with Reset", d.deleteWithReset)
+}
 
+func (e *env) scenarioDay2ControlPlane(t *testing.T) {
+	d := e.startDay2(t, false)
+	t.Run("add masters", d.addMasters)
+	t.Run("upgrade one minor", d.upgrade)
+	t.Run("remove two etcd masters", d.removeTwoMasters)
+	t.Run("delete with Reset", d.deleteWithReset)
+}
+
+// startDay2 provisions cluster d2 (one master and a named worker, with a pool of two when
+// pool), on hosts for every change the scenarios make, and waits for it.
+func (e *env) startDay2(t *testing.T, pool bool) *day2 {
+	d := e.newDay2(t)
 	var bmhs []metal3v1.BareMetalHost
 	for i, name := range []string{"d2m1", "d2m2", "d2m3", "d2w1", "d2w2", "pool-a", "pool-b", "pool-c", "pool-d", "pool-e", "pool-f"} {
 		n := d2Base + i
@@ -81,29 +103,24 @@ func (e *env) scenarioDay2(t *testing.T) {
 	d.p = &bpav1.Provisioning{
 		ObjectMeta: metav1.ObjectMeta{Name: "d2", Labels: map[string]string{"cluster": "d2"}},
 		Spec: bpav1.ProvisioningSpec{
-			Masters:     []bpav1.NodeEntry{{"d2m1": mac("d2m1")}},
-			Workers:     []bpav1.NodeEntry{{"d2w1": mac("d2w1")}},
-			WorkerPools: []bpav1.WorkerPool{{Name: "d2edge", Replicas: 2, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "edge"}}, CPU: ptrInt32(4)}},
-			Kubernetes:  &bpav1.KubernetesConfig{Version: "1.30.4"},
-			Kubespray:   &bpav1.KubesprayConfig{Version: "v2.28.0"},
+			Masters:    []bpav1.NodeEntry{{"d2m1": mac("d2m1")}},
+			Workers:    []bpav1.NodeEntry{{"d2w1": mac("d2w1")}},
+			Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"},
+			Kubespray:  &bpav1.KubesprayConfig{Version: "v2.28.0"},
 		},
+	}
+	want := []string{"d2m1", "d2w1"}
+	if pool {
+		d.p.Spec.WorkerPools = []bpav1.WorkerPool{{Name: "d2edge", Replicas: 2, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "edge"}}, CPU: ptrInt32(4)}}
+		want = append([]string{"d2edge-1", "d2edge-2"}, want...)
 	}
 	e.create(t, d.p)
 	got := e.waitPhase(t, d.p.Name, bpav1.PhaseSucceeded)
 	require.NotNil(t, got.Status.Applied)
-	assert.Equal(t, []string{"d2edge-1", "d2edge-2", "d2m1", "d2w1"}, appliedNames(got))
+	assert.Equal(t, want, appliedNames(got))
 	assert.Equal(t, "1.30.4", got.Status.Applied.KubernetesVersion)
-	d.assertNodes(t, got, "v1.30.4")
-
-	t.Run("add a worker", d.addWorker)
-	t.Run("scale a pool 2 to 4 and back to 3", d.scalePool)
-	t.Run("remove a dead worker", d.removeDeadWorker)
-	t.Run("add masters", d.addMasters)
-	t.Run("upgrade one minor", d.upgrade)
-	t.Run("fail mid-scale, argo retry", d.failMidScale)
-	t.Run("remove two etcd masters", d.removeTwoMasters)
-	t.Run("a removal that removed nothing fails, and a rerun removes", d.removalThatRemovedNothing)
-	t.Run("delete with Reset", d.deleteWithReset)
+	d.assertNodes(t, got, d.kubelet)
+	return d
 }
 
 // edit changes the spec (with a fresh copy), shows `bpa plan` for it, and returns the plan.
@@ -392,7 +409,8 @@ func (d *day2) upgrade(t *testing.T) {
 		assert.Equal(t, []string{"upgrade-cluster.yml: upgraded, kubelet v1.30.4 -> v1.31.4, drained (grace period 300, timeout 360s, retries 3)"}, did, host)
 	}
 	assert.Equal(t, "1.31.4", got.Status.Applied.KubernetesVersion)
-	d.assertNodes(t, got, "v1.31.4")
+	d.kubelet = "v1.31.4"
+	d.assertNodes(t, got, d.kubelet)
 }
 
 func (d *day2) failMidScale(t *testing.T) {
@@ -416,9 +434,9 @@ func (d *day2) failMidScale(t *testing.T) {
 	touched := d.touched(t, logs)
 	require.Len(t, touched, 1, "only the new member's host was changed: %v", touched)
 	for _, did := range touched {
-		assert.Equal(t, []string{"scale.yml: joined, kubelet v1.31.4"}, did, "joined once: the failed attempt changed nothing")
+		assert.Equal(t, []string{"scale.yml: joined, kubelet " + d.kubelet}, did, "joined once: the failed attempt changed nothing")
 	}
-	d.assertNodes(t, got, "v1.31.4")
+	d.assertNodes(t, got, d.kubelet)
 	// The history keeps the retried operation once, with its final result.
 	var records []bpav1.OperationRecord
 	for _, r := range got.Status.Operations {
@@ -462,7 +480,7 @@ func (d *day2) removeTwoMasters(t *testing.T) {
 	assert.Equal(t, 1, etcd, "one etcd member is left")
 	assert.NotContains(t, d.claimed(t), "d2-d2m2")
 	assert.NotContains(t, d.claimed(t), "d2-d2m3")
-	d.assertNodes(t, got, "v1.31.4")
+	d.assertNodes(t, got, d.kubelet)
 }
 
 // removalThatRemovedNothing: kubespray exits 0 when its node name matches no host, having
@@ -508,7 +526,7 @@ func (d *day2) removalThatRemovedNothing(t *testing.T) {
 	assert.Equal(t, []string{"remove-node", "remove-node"}, d.runsSince(t, before), "the rerun removed it again")
 	assert.NotContains(t, appliedNames(got), "d2edge-4")
 	assert.NotContains(t, d.claimed(t), bmh, "released once it left")
-	d.assertNodes(t, got, "v1.31.4")
+	d.assertNodes(t, got, d.kubelet)
 }
 
 // hostOf is the BareMetalHost of node in p's last run.

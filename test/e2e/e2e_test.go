@@ -47,7 +47,7 @@ type env struct {
 	ctx context.Context
 }
 
-// TestE2E runs the scenarios on one node, in lanes side by side: each lane is a site of
+// TestE2E runs the scenarios on one node, in five lanes side by side: each lane is a site of
 // its own (namespace, application apiserver, BPA controller, machines, failure injection;
 // sim.Base.NewSite) and runs its scenarios one after another. A step is mostly waiting
 // (for a pod, for Argo, for SSH), so lanes share the node's two cores well. Each scenario
@@ -66,19 +66,22 @@ func TestE2E(t *testing.T) {
 	lanes := [][]scenario{
 		{
 			{"a/examples-provision", (*env).scenarioExamples},
-			{"b/lease-appears-later", (*env).scenarioLateLease},
 			{"c/kubespray-fails-then-argo-retry", (*env).scenarioRetry},
-			{"d/argo-submit-from-template", (*env).scenarioSubmitFrom},
 			{"e/controller-killed-mid-run", (*env).scenarioControllerRestart},
 			{"f/deleted-mid-run", (*env).scenarioDeleteMidRun},
 		},
 		{
-			{"j/day-2", (*env).scenarioDay2},
+			{"j/day-2-workers", (*env).scenarioDay2Workers},
+		},
+		{
+			{"o/day-2-control-plane", (*env).scenarioDay2ControlPlane},
+			{"b/lease-appears-later", (*env).scenarioLateLease},
 		},
 		{
 			{"h/software-updates-and-new-nodes", (*env).scenarioSoftware},
 			{"i/claims-are-consumerRefs", (*env).scenarioConsumerRef},
 			{"k/offline", (*env).scenarioOffline},
+			{"d/argo-submit-from-template", (*env).scenarioSubmitFrom},
 		},
 		{
 			{"l/chained-upgrade", (*env).scenarioChain},
@@ -906,17 +909,44 @@ func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) 
 
 func (e *env) waitFor(t *testing.T, obj client.Object, name string, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(runTimeout)
+	e.waitWithin(t, runTimeout, obj, name, cond, what)
+}
+
+// waitWithin is waitFor with a timeout of its own.
+func (e *env) waitWithin(t *testing.T, timeout time.Duration, obj client.Object, name string, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		err := e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, obj)
 		if err == nil && cond() {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s of %s (last error %v); object: %+v", what, name, err, obj)
+			t.Fatalf("timed out waiting for %s of %s (last error %v); object: %+v%s", what, name, err, obj, e.podsOfRun(obj))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// podsOfRun lists the pods of the Workflow a Provisioning's status names, each with its
+// phase and message (a retried step's failed attempts among them), for a failure's report.
+func (e *env) podsOfRun(obj client.Object) string {
+	p, ok := obj.(*bpav1.Provisioning)
+	if !ok || p.Status.Workflow == nil {
+		return ""
+	}
+	wf := &wfv1.Workflow{}
+	if err := e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: p.Status.Workflow.Name}, wf); err != nil {
+		return "\nWorkflow " + p.Status.Workflow.Name + ": " + err.Error()
+	}
+	var lines []string
+	for _, n := range wf.Status.Nodes {
+		if n.Type == wfv1.NodeTypePod {
+			lines = append(lines, fmt.Sprintf("  %s %s %s: %s", n.StartedAt.Format(time.TimeOnly), n.DisplayName, n.Phase, n.Message))
+		}
+	}
+	sort.Strings(lines)
+	return "\nWorkflow " + wf.Name + "'s pods:\n" + strings.Join(lines, "\n")
 }
 
 func (e *env) waitPhase(t *testing.T, name string, phase bpav1.RunPhase) *bpav1.Provisioning {
