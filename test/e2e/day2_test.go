@@ -311,7 +311,7 @@ func (d *day2) scalePool(t *testing.T) {
 	d.assertNodes(t, got, "v1.30.4")
 	removed := hostOf(t, got, "d2edge-2")
 	assert.NotContains(t, d.claimed(t), removed, "the removed node's host is released")
-	d.assertReleased(t, d.p, []string{removed}, bpav1.HostReleaseDeprovision)
+	d.assertReleased(t, d.p, []string{removed})
 }
 
 func (d *day2) removeDeadWorker(t *testing.T) {

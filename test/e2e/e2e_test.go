@@ -53,9 +53,8 @@ type env struct {
 // (for a pod, for Argo, for SSH), so lanes share the node's two cores well. Each scenario
 // uses its own clusters and hosts, so none depends on another's leftovers.
 //
-// What sites share is cluster-scoped: BPAPolicy default. Scenarios that only add to it
-// (their artifact servers) edit it with a retry on conflict. Scenario g changes hostRelease,
-// which every site's releases obey, so it runs alone, after the lanes.
+// What sites share is cluster-scoped: BPAPolicy default. Scenarios only add to it (their
+// artifact servers), with a retry on conflict, and take back only what they added.
 func TestE2E(t *testing.T) {
 	base := sim.Start(t, sim.Options{})
 	type scenario struct {
@@ -76,6 +75,7 @@ func TestE2E(t *testing.T) {
 		{
 			{"o/day-2-control-plane", (*env).scenarioDay2ControlPlane},
 			{"b/lease-appears-later", (*env).scenarioLateLease},
+			{"g/one-provisioning-per-cluster", (*env).scenarioClusterMutex},
 		},
 		{
 			{"h/software-updates-and-new-nodes", (*env).scenarioSoftware},
@@ -108,7 +108,6 @@ func TestE2E(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	t.Run("g/one-provisioning-per-cluster", newSiteEnv(t, base).scenarioClusterMutex)
 }
 
 // newSiteEnv starts a site on base for t, with a context that ends with t, and shows the
@@ -423,7 +422,7 @@ func (e *env) deleteAndCheckCleanup(t *testing.T, p *bpav1.Provisioning) {
 	hosts := &metal3v1.BareMetalHostList{}
 	require.NoError(t, e.Client.List(e.ctx, hosts, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.HostClaimLabel: cluster}))
 	assert.Empty(t, hosts.Items, "host claims are released")
-	e.assertReleased(t, p, claimed, bpav1.HostReleaseDeprovision)
+	e.assertReleased(t, p, claimed)
 	e.Reprovision(e.ctx, claimed...) // metal3 cleans them, the admin provisions them again
 }
 
@@ -441,10 +440,11 @@ func (e *env) claimedBy(t *testing.T, p *bpav1.Provisioning) []string {
 	return out
 }
 
-// assertReleased checks that BPA released each named host for p the way hostRelease how
-// says: marked as released by p and, under Deprovision, without its image, so that metal3
-// cleans it before any other tenant can claim it. Power is never touched.
-func (e *env) assertReleased(t *testing.T, p *bpav1.Provisioning, names []string, how bpav1.HostReleasePolicy) {
+// assertReleased checks that BPA released each named host for p as the site's hostRelease,
+// Deprovision, says: marked as released by p and without its image, so that metal3 cleans
+// it before any other tenant can claim it. Power is never touched. (Retain, which keeps the
+// image, is test/integration's TestReleasedHostIsNotHandedToAnotherTenant.)
+func (e *env) assertReleased(t *testing.T, p *bpav1.Provisioning, names []string) {
 	t.Helper()
 	for _, name := range names {
 		h := &metal3v1.BareMetalHost{}
@@ -452,11 +452,7 @@ func (e *env) assertReleased(t *testing.T, p *bpav1.Provisioning, names []string
 		assert.Nil(t, h.Spec.ConsumerRef, "%s: released", name)
 		assert.Equal(t, p.Namespace+"/"+p.Name, h.Annotations[bpav1.HostReleasedFromAnnotation], "%s: released-from", name)
 		assert.True(t, h.Spec.Online, "%s: power is never touched", name)
-		if how == bpav1.HostReleaseRetain {
-			assert.NotNil(t, h.Spec.Image, "%s: Retain keeps the OS", name)
-		} else {
-			assert.Nil(t, h.Spec.Image, "%s: the release removes the image, so metal3 deprovisions it", name)
-		}
+		assert.Nil(t, h.Spec.Image, "%s: the release removes the image, so metal3 deprovisions it", name)
 	}
 }
 
@@ -571,14 +567,11 @@ func (e *env) scenarioDeleteMidRun(t *testing.T) {
 func (e *env) scenarioClusterMutex(t *testing.T) {
 	// Two CRs naming the same cluster and hosts, as ICN's samples do for cluster-xyz: the
 	// older one holds the cluster; the other is Stalled, names the holder and touches
-	// nothing (no Workflow, no claim) until the holder is deleted, then takes over.
+	// nothing (no Workflow, no claim) until the holder is deleted, then takes over once
+	// metal3 has cleaned the hosts (the site's hostRelease, Deprovision).
 	a := e.newCluster(t, "shared", 160, 1, 1)
 	b := a.DeepCopy()
 	b.Name = "shared-b"
-	// One tenant's two CRs hand the hosts over as they are: the site retains released
-	// hosts' OS (hostRelease Retain), so the namespace that released them takes them back
-	// without reimaging.
-	e.setHostRelease(t, bpav1.HostReleaseRetain)
 	e.create(t, a)
 	e.assertProvisioned(t, e.waitPhase(t, a.Name, bpav1.PhaseSucceeded))
 	e.create(t, b)
@@ -625,25 +618,17 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	}
 
 	claimed := e.claimedBy(t, held)
+	require.NotEmpty(t, claimed)
 	require.NoError(t, e.Client.Delete(e.ctx, held))
 	e.waitGone(t, held)
+	e.assertReleased(t, held, claimed)
+	e.Reprovision(e.ctx, claimed...) // metal3 cleans them, the admin provisions them again
 	e.assertProvisioned(t, e.waitPhase(t, b.Name, bpav1.PhaseSucceeded))
-	require.NotEmpty(t, claimed)
 	for _, name := range claimed {
 		h := &metal3v1.BareMetalHost{}
 		require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, h))
-		assert.Equal(t, held.Namespace+"/"+held.Name, h.Annotations[bpav1.HostReleasedFromAnnotation], "%s: released by the holder", name)
-		assert.NotNil(t, h.Spec.Image, "%s: Retain keeps the OS", name)
-		assert.Equal(t, b.Name, h.Spec.ConsumerRef.Name, "%s: taken back by the same namespace", name)
+		assert.Equal(t, b.Name, h.Spec.ConsumerRef.Name, "%s: taken over by the second CR", name)
 	}
-}
-
-// setHostRelease sets the site policy's hostRelease for the rest of t.
-func (e *env) setHostRelease(t *testing.T, how bpav1.HostReleasePolicy) {
-	t.Helper()
-	var before bpav1.HostReleasePolicy
-	e.editPolicy(t, func(pol *bpav1.BPAPolicy) { before, pol.Spec.HostRelease = pol.Spec.HostRelease, how })
-	t.Cleanup(func() { e.editPolicy(t, func(pol *bpav1.BPAPolicy) { pol.Spec.HostRelease = before }) })
 }
 
 // editPolicy applies edit to the site's BPAPolicy, again on a conflict: the sites on the
