@@ -43,7 +43,6 @@ const runTimeout = 4 * time.Minute
 
 type env struct {
 	*sim.Site
-	t   *testing.T
 	ctx context.Context
 }
 
@@ -121,7 +120,7 @@ func newSiteEnv(t *testing.T, base *sim.Base) *env {
 			t.Log("controller log (tail):\n" + tail(site.ControllerLog(), 60))
 		}
 	})
-	return &env{Site: site, t: t, ctx: ctx}
+	return &env{Site: site, ctx: ctx}
 }
 
 // ---- scenario a: every provisioning example reaches Succeeded ----
