@@ -325,3 +325,82 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	p.report(p.done, p.total)
 	return n, err
 }
+
+// PutBackup stores the snapshot file as name under namespace/cluster on the server, with
+// meta (JSON, the writer's record of it) beside it. sum is the file's hex sha256, which the
+// server checks against what it received.
+func (c *Client) PutBackup(ctx context.Context, namespace, cluster, name, file, sum string, meta []byte) (*BackupMeta, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.request(ctx, http.MethodPut, BackupPath(namespace, cluster, name), f)
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = st.Size()
+	req.Header.Set(HeaderContentSHA256, sum)
+	if len(meta) > 0 {
+		req.Header.Set(HeaderBackupMeta, string(meta))
+	}
+	resp, err := c.do(req, http.StatusCreated)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var m BackupMeta
+	return &m, json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&m)
+}
+
+// ListBackups lists a cluster's snapshots on the server, oldest first.
+func (c *Client) ListBackups(ctx context.Context, namespace, cluster string) ([]BackupMeta, error) {
+	var l []BackupMeta
+	return l, c.getJSON(ctx, BackupPath(namespace, cluster, ""), &l)
+}
+
+// RemoveBackup deletes one snapshot.
+func (c *Client) RemoveBackup(ctx context.Context, namespace, cluster, name string) error {
+	req, err := c.request(ctx, http.MethodDelete, BackupPath(namespace, cluster, name), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusNoContent)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// GetBackup downloads one snapshot into file, checking its sha256 against want.
+func (c *Client) GetBackup(ctx context.Context, namespace, cluster, name, file, want string) error {
+	req, err := c.request(ctx, http.MethodGet, BackupPath(namespace, cluster, name), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, h), resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && hex.EncodeToString(h.Sum(nil)) != want {
+		err = fmt.Errorf("%w: backup %s downloaded with sha256 %s, not %s", ErrChecksum, name, hex.EncodeToString(h.Sum(nil)), want)
+	}
+	if err != nil {
+		_ = os.Remove(file)
+	}
+	return err
+}

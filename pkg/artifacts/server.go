@@ -269,6 +269,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
 	case p == "/api/v1/files" || strings.HasPrefix(p, "/api/v1/files/"):
 		s.serveMeta(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/api/v1/files"), "/"))
+	case strings.HasPrefix(p, "/backups/"):
+		s.serveBackups(w, r, strings.TrimPrefix(p, "/backups/"))
 	case strings.HasPrefix(p, "/api/v1/status/"):
 		s.serveStatus(w, r, strings.TrimPrefix(p, "/api/v1/status/"))
 	default:

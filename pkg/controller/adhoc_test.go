@@ -65,11 +65,11 @@ func appliedNames(p *bpav1.Provisioning) []string {
 // did is folded into status.applied as a controller run's would be.
 func TestAdHocRunIsMirroredAndFolded(t *testing.T) {
 	p := adHocCluster(t)
-	outputs, err := translator.AdHocParameters(p, "")
+	outputs, err := translator.AdHocParameters(p, translator.Options{BackupServer: "https://backups.example"})
 	require.NoError(t, err)
 	wf := plannedAdHocRun(t, outputs)
 	steps := observe.ProvisioningSteps(wf)
-	assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "remove-workers", "scale-workers", "verify", "publish-kubeconfig"}, steps)
+	assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "backup-etcd", "remove-workers", "scale-workers", "verify", "publish-kubeconfig"}, steps)
 	assert.Equal(t, translator.ProvisioningSteps, observe.ProvisioningSteps(plannedAdHocRun(t, map[string]string{})), "not planned yet: the create shape")
 
 	// The controller's cache trims Workflows: the plan task is kept, and packed nodes too.
@@ -87,8 +87,8 @@ func TestAdHocRunIsMirroredAndFolded(t *testing.T) {
 	assert.Equal(t, []string{"m1", "w2", "w3"}, appliedNames(p))
 	assert.Equal(t, "10.0.0.3", p.Status.Applied.Hosts[2].IP)
 	assert.Equal(t, int64(5), p.Status.Applied.Generation)
-	require.Len(t, p.Status.Plan, 2)
-	assert.Equal(t, "scale-workers", p.Status.Plan[1].Name)
+	require.Len(t, p.Status.Plan, 3)
+	assert.Equal(t, "scale-workers", p.Status.Plan[2].Name)
 	next, err := translator.PlanChange(p)
 	require.NoError(t, err)
 	assert.Empty(t, next.Steps, "the controller's next plan finds the cluster as the spec asks")
@@ -101,10 +101,10 @@ func TestAdHocRunIsMirroredAndFolded(t *testing.T) {
 func TestForgedAdHocPlanIsNotFolded(t *testing.T) {
 	for name, forge := range map[string]func(c *translator.ChangePlan, outputs map[string]string, wf *wfv1.Workflow){
 		"removes a node the spec keeps": func(c *translator.ChangePlan, _ map[string]string, _ *wfv1.Workflow) {
-			c.Steps[0].Nodes = []string{"w1", "w2"}
+			c.Steps[1].Nodes = []string{"w1", "w2"}
 		},
 		"adds a node the spec does not ask for": func(c *translator.ChangePlan, _ map[string]string, _ *wfv1.Workflow) {
-			c.Steps[1].Nodes = []string{"w3", "w9"}
+			c.Steps[2].Nodes = []string{"w3", "w9"}
 		},
 		"another release": func(c *translator.ChangePlan, _ map[string]string, _ *wfv1.Workflow) { c.KubernetesVersion = "1.29.1" },
 		"other settings":  func(c *translator.ChangePlan, _ map[string]string, _ *wfv1.Workflow) { c.Settings = "forged" },
@@ -117,7 +117,7 @@ func TestForgedAdHocPlanIsNotFolded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := adHocCluster(t)
-			outputs, err := translator.AdHocParameters(p, "")
+			outputs, err := translator.AdHocParameters(p, translator.Options{BackupServer: "https://backups.example"})
 			require.NoError(t, err)
 			var c translator.ChangePlan
 			require.NoError(t, json.Unmarshal([]byte(outputs[translator.AdHocPlanOutput]), &c))

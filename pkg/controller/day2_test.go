@@ -110,6 +110,7 @@ func TestRemovalThatRemovedNothingStaysApplied(t *testing.T) {
 	// The cluster is as the plan leaves it in everything but its nodes.
 	a := p.Status.Applied
 	a.KubesprayVersion, a.KubernetesVersion, a.Settings, a.Immutable = c.KubesprayVersion, c.KubernetesVersion, c.Settings, c.Immutable
+	p.Spec.EtcdBackup = &bpav1.EtcdBackup{BeforeDay2: bpav1.BackupSkip} // the removal alone
 	c, err = translator.PlanChange(p)
 	require.NoError(t, err)
 	require.Len(t, c.Steps, 1)
@@ -187,6 +188,7 @@ func setSpec(t *testing.T, c client.Client, gen int64, workers ...string) {
 func TestPlansWaitForTheRunAndFoldItFirst(t *testing.T) {
 	p := newProvisioning()
 	p.Spec.Workers = []bpav1.NodeEntry{{"w1": nil}}
+	p.Spec.EtcdBackup = &bpav1.EtcdBackup{BeforeDay2: bpav1.BackupSkip} // no backup server here (TestDay2RunTakesABackupFirst)
 	r, c, _ := newTestReconciler(p)
 	reconcile(t, r)
 	finish(t, c, "p-provision-1", wfv1.WorkflowSucceeded, `[{"name":"m1","roles":["master"],"etcd":true,"ip":"10.0.0.1"},{"name":"w1","roles":["worker"],"ip":"10.0.0.2"}]`)

@@ -243,6 +243,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := SetupProvisioning(mgr, opts.Translator, argo); err != nil {
 		return nil, fmt.Errorf("provisioning controller: %w", err)
 	}
+	if argo {
+		if err := SetupBackupSchedule(mgr, opts.Translator); err != nil {
+			return nil, fmt.Errorf("etcd backup schedule: %w", err)
+		}
+	}
 	if err := SetupSoftware(mgr, opts.Translator, argo); err != nil {
 		return nil, fmt.Errorf("software controller: %w", err)
 	}

@@ -55,13 +55,7 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) err
 			steps:     translator.ProvisioningSteps,
 			newObject: func() runObject { return &bpav1.Provisioning{} },
 			translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
-				p := obj.(*bpav1.Provisioning)
-				ca, err := artifactsCA(ctx, mgr.GetClient(), p)
-				if err != nil {
-					return nil, err
-				}
-				o.ArtifactsCA = ca
-				return translator.Provisioning(p, o)
+				return translateProvisioning(ctx, mgr.GetClient(), obj.(*bpav1.Provisioning), o)
 			},
 			observe: observeProvisioning,
 			stepsOf: observe.ProvisioningSteps,
@@ -125,6 +119,7 @@ func byLabel(label string) handler.MapFunc {
 func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o observe.Observation) {
 	p := obj.(*bpav1.Provisioning)
 	observePlan(p, wf, o)
+	mergeBackups(p, wf, o.Backups)
 	for _, s := range o.Steps {
 		if s.Name == "publish-kubeconfig" && s.Phase == string(wfv1.NodeSucceeded) {
 			p.Status.KubeconfigSecretName = kubeconfig.PublishedSecretName(cluster)
@@ -166,6 +161,20 @@ func admitProvisioning(ctx context.Context, c client.Client, secrets client.Read
 		return nil, err
 	}
 	return policy.AdmitProvisioning(ctx, pol, secrets, p, cluster, params["ssh-secret"], siblings.Items)
+}
+
+// translateProvisioning plans p's run with what the site policy gives it: the CA of its
+// artifact server and the etcd backup server.
+func translateProvisioning(ctx context.Context, c client.Reader, p *bpav1.Provisioning, o translator.Options) (*wfv1.Workflow, error) {
+	ca, err := artifactsCA(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
+	o.ArtifactsCA = ca
+	if o.BackupServer, o.BackupServerCA, err = backupServer(ctx, c, p); err != nil {
+		return nil, err
+	}
+	return translator.Provisioning(p, o)
 }
 
 // artifactsCA is the CA the site policy gives p's artifact server, which its run installs on

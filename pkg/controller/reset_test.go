@@ -86,7 +86,7 @@ func TestResetRunsOnceThenReleases(t *testing.T) {
 	r, c := newResetReconciler(interceptor.Funcs{}, objs...)
 	ctx := context.Background()
 	// A provision run still going: it must not race the reset.
-	run, err := translator.Provisioning(objs[0].(*bpav1.Provisioning), translator.Options{})
+	run, err := translator.Provisioning(objs[0].(*bpav1.Provisioning), translator.Options{BackupServer: "https://backups.example"})
 	require.NoError(t, err)
 	require.NoError(t, c.Create(ctx, run))
 

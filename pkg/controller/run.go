@@ -465,8 +465,8 @@ func (r *runReconciler) mirror(obj runObject, cluster string, wf *wfv1.Workflow)
 // stepReasons are the reasons a step names at the start of its error ("PreflightFailed:
 // ..."), so that the CR's conditions carry them instead of RunFailed: run-kubespray's
 // refusal to remove a dead host gracefully, a failed preflight check, a node an upgrade
-// left behind.
-var stepReasons = []string{bpav1.ReasonNodeUnreachable, bpav1.ReasonPreflightFailed, bpav1.ReasonNodeNotUpgraded}
+// left behind, an etcd snapshot that could not be taken, stored or verified.
+var stepReasons = []string{bpav1.ReasonNodeUnreachable, bpav1.ReasonPreflightFailed, bpav1.ReasonNodeNotUpgraded, bpav1.ReasonEtcdBackupFailed}
 
 // stepReason is the first of stepReasons that msg names, "" for none.
 func stepReason(msg string) string {

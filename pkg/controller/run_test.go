@@ -54,8 +54,8 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 	r := &runReconciler{Client: c, Reader: c, Recorder: rec, kind: runKind{
 		kind: "Provisioning", nameLabel: bpav1.ProvisioningNameLabel, steps: translator.ProvisioningSteps,
 		newObject: func() runObject { return &bpav1.Provisioning{} },
-		translate: func(_ context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
-			return translator.Provisioning(obj.(*bpav1.Provisioning), o)
+		translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
+			return translateProvisioning(ctx, c, obj.(*bpav1.Provisioning), o)
 		},
 		observe: observeProvisioning, stepsOf: observe.ProvisioningSteps,
 	}}

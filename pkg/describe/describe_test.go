@@ -15,6 +15,7 @@ import (
 	"github.com/argoproj/argo-workflows/v3/workflow/packer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,7 +189,12 @@ func TestRenderDayTwo(t *testing.T) {
 		{Generation: 3, Name: "scale-workers", Nodes: []string{"edge-1", "edge-2"}, Workflow: "p-provision-3", Result: "Succeeded"},
 		{Generation: 4, Name: "remove-workers", Nodes: []string{"edge-2"}, Workflow: "p-provision-4", Result: "Failed"},
 	}
+	p.Status.Backups = []bpav1.BackupStatus{
+		{Name: "etcd-20260101T000000Z.db", Size: 3 << 20, Revision: 41, Member: "master-1", Verified: true, Workflow: "p-provision-3", TakenAt: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
+		{Name: "etcd-20260102T000000Z.db", Size: 5 << 20, Revision: 97, Member: "master-1", Verified: true, Workflow: "p-provision-4", TakenAt: metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))},
+	}
 	got := describeFixture(t, objs, describe.KindProvisioning, p.Name, false)
+	assert.Regexp(t, `(?s)Backups\s+2 verified etcd snapshots\n.*etcd-20260102T000000Z\.db\s+\S+ ago\s+revision 97\s+5\.0 MiB\s+from master-1\s+Workflow p-provision-4\n.*etcd-20260101T000000Z\.db`, got)
 	assert.Regexp(t, `Applied\s+1 nodes\s+Kubernetes 1\.31\.4\s+kubespray v2\.28\.0\s+generation 4`, got)
 	assert.Regexp(t, `(?s)Operations\n.*remove-workers\s+Failed\s+edge-2\s+generation 4.*\n.*scale-workers\s+Succeeded\s+edge-1,edge-2`, got)
 	assert.Regexp(t, `edge-2\s+worker \(removing\)\s+10\.0\.0\.9`, got)

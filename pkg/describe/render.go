@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
@@ -123,6 +124,7 @@ func renderTree(parent *node, t *Tree, opts Options) {
 	}
 	if p, ok := t.Object.(*bpav1.Provisioning); ok {
 		renderApplied(n, p.Status.Applied, p.Status.Operations)
+		renderBackups(n, p.Status.Backups, opts.Now)
 	}
 	renderPublished(n, t.Published)
 	for _, c := range t.Children {
@@ -385,6 +387,19 @@ func renderApplied(parent *node, a *bpav1.AppliedState, ops []bpav1.OperationRec
 		o := ops[i]
 		n.add(cell{clean(o.Name), plain}, phaseCell(o.Result), cell{clean(strings.Join(o.Nodes, ",")), plain},
 			cell{fmt.Sprintf("generation %d", o.Generation), dim}, cell{clean("Workflow " + o.Workflow), dim})
+	}
+}
+
+// renderBackups shows the cluster's verified etcd snapshots, newest first.
+func renderBackups(parent *node, backups []bpav1.BackupStatus, now time.Time) {
+	if len(backups) == 0 {
+		return
+	}
+	n := parent.add(cell{"Backups", bold}, cell{fmt.Sprintf("%d verified etcd snapshots", len(backups)), plain})
+	for i := len(backups) - 1; i >= 0; i-- {
+		b := backups[i]
+		n.add(cell{clean(b.Name), plain}, cell{since(b.TakenAt, now), plain}, cell{fmt.Sprintf("revision %d", b.Revision), dim},
+			cell{artifacts.HumanBytes(b.Size), dim}, cell{clean("from " + b.Member), dim}, cell{clean("Workflow " + b.Workflow), dim})
 	}
 }
 

@@ -251,3 +251,22 @@ func TestBackupWantsOneMember(t *testing.T) {
 	_, err = Backup(testContext(t), cli, filepath.Join(t.TempDir(), "snap.db"), "", nil)
 	require.ErrorContains(t, err, "exactly one member, not 2")
 }
+
+// Open shows what a snapshot holds: the keys written before it, not those after.
+func TestOpenReadsTheSnapshot(t *testing.T) {
+	ctx := testContext(t)
+	cli := liveEtcd(t)
+	_, err := cli.Put(ctx, "/registry/configmaps/default/before", "1")
+	require.NoError(t, err)
+	res, err := Backup(ctx, cli, filepath.Join(t.TempDir(), "s.db"), t.TempDir(), nil)
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, "/registry/configmaps/default/after", "2")
+	require.NoError(t, err)
+	snap, closeFn, err := Open(ctx, res.Path, t.TempDir(), nil)
+	require.NoError(t, err)
+	defer closeFn()
+	got, err := snap.Get(ctx, "/registry/configmaps/default/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1)
+	assert.Equal(t, "/registry/configmaps/default/before", string(got.Kvs[0].Key))
+}

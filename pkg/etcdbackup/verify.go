@@ -169,3 +169,27 @@ func readBack(ctx context.Context, cli *clientv3.Client, c Canary, v *Verificati
 	v.Keys = count.Count
 	return nil
 }
+
+// Open restores the snapshot at path into a scratch etcd, as Verify does, and hands back a
+// client of it for reading what the snapshot holds; close stops the scratch etcd and
+// removes its dir.
+func Open(ctx context.Context, path, scratchParent string, lg *zap.Logger) (_ *clientv3.Client, closeFn func(), err error) {
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	dir, err := os.MkdirTemp(scratchParent, "bpa-etcd-open-")
+	if err != nil {
+		return nil, nil, err
+	}
+	s := scratch{dir: dir, lg: lg}
+	if err := s.restore(path); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("%s does not restore: %w", path, err)
+	}
+	e, cli, err := s.start(ctx)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return cli, func() { cli.Close(); e.Close(); os.RemoveAll(dir) }, nil
+}

@@ -42,6 +42,9 @@ type Observation struct {
 	Steps        []bpav1.StepStatus
 	Hosts        []bpav1.HostStatus
 	HostSoftware []bpav1.HostSoftwareStatus
+	// Backups are the etcd snapshots the run's backup-etcd steps stored (their backup
+	// output), oldest first.
+	Backups []bpav1.BackupStatus
 }
 
 // Workflow observes a Workflow whose DAG runs steps. It decompresses status.compressedNodes with Argo's packer; when
@@ -107,6 +110,13 @@ func Workflow(wf *wfv1.Workflow, steps []string) Observation {
 	}
 	if n, ok := byStep["install-software"]; ok {
 		o.HostSoftware = hostSoftware(nodes, n)
+	}
+	for _, s := range steps {
+		if n, ok := byStep[s]; ok && n.Phase == wfv1.NodeSucceeded {
+			if b, ok := backupOutput(n); ok {
+				o.Backups = append(o.Backups, b)
+			}
+		}
 	}
 	if o.Phase == bpav1.PhaseFailed || o.Phase == bpav1.PhaseError {
 		// The last failed step says most: for Software, verify-software's "2 of 5 hosts
@@ -193,6 +203,23 @@ func failureMessage(nodes wfv1.Nodes, n wfv1.NodeStatus) string {
 	}
 	return msg
 }
+
+// backupOutput is a backup-etcd step's record of the snapshot it stored.
+func backupOutput(n wfv1.NodeStatus) (bpav1.BackupStatus, bool) {
+	var b bpav1.BackupStatus
+	if n.Outputs == nil {
+		return b, false
+	}
+	for _, p := range n.Outputs.Parameters {
+		if p.Name == BackupOutput && p.Value != nil {
+			return b, json.Unmarshal([]byte(p.Value.String()), &b) == nil && b.Name != ""
+		}
+	}
+	return b, false
+}
+
+// BackupOutput is the backup-etcd template's output parameter: the snapshot's record.
+const BackupOutput = "backup"
 
 func hostsOutput(n wfv1.NodeStatus) ([]bpav1.HostStatus, bool) {
 	if n.Outputs == nil {

@@ -167,6 +167,25 @@ func (p Policy) ArtifactsCA(prov *bpav1.Provisioning) (string, error) {
 	return p.caBundle(i)
 }
 
+// BackupServer is the site's etcd backup server for prov's namespace
+// (spec.etcdBackupServer) and its CA, re-encoded: "" when the policy names none, or its
+// artifactServers entry does not serve prov's namespace. A bad bundle is an error naming
+// the entry.
+func (p Policy) BackupServer(prov *bpav1.Provisioning) (url, ca string, err error) {
+	url = p.Spec.EtcdBackupServer
+	if url == "" {
+		return "", "", nil
+	}
+	i := p.artifactServer(url, prov.Namespace)
+	if i < 0 {
+		return "", "", nil
+	}
+	if ca, err = p.caBundle(i); err != nil {
+		return "", "", err
+	}
+	return url, ca, nil
+}
+
 // caBundle is the caBundle of spec.artifactServers[i] as the nodes get it, re-encoded
 // (nodetrust.Encode), or an error naming the field: it must be certificates only, each with
 // name constraints that let it vouch for the entry's server and nothing the admin did not

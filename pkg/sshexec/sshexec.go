@@ -375,6 +375,18 @@ func await[T any](ctx context.Context, f func() (T, error), undo func(T)) (T, er
 	}
 }
 
+// DialContext opens a TCP connection from the host to addr through the SSH connection (a
+// direct-tcpip channel, what `ssh -L` uses), so a service the host serves only to itself,
+// such as etcd on 127.0.0.1:2379, is reached as the host reaches it. The wait for the
+// channel is bounded by ctx; the connection is closed with the client.
+func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := await(ctx, func() (net.Conn, error) { return c.conn.Dial(network, addr) }, func(n net.Conn) { n.Close() })
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: forwarding to %s: %w", c.addr, addr, err)
+	}
+	return conn, nil
+}
+
 // Output runs argv and returns its stdout; a non-zero exit is an *ExitError carrying the end
 // of stderr.
 func (c *Client) Output(ctx context.Context, argv []string) ([]byte, error) {

@@ -466,3 +466,44 @@ func TestStalledHostReturnsWhenTheContextEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestDialContextReachesWhatTheHostServesItself: a connection through the SSH connection
+// reaches a service on the host's loopback (as the backup step reaches etcd on
+// 127.0.0.1:2379), and carries bytes both ways.
+func TestDialContextReachesWhatTheHostServesItself(t *testing.T) {
+	h := simhost.Start(t, "h", "127.0.1.27")
+	c := dial(t, h, config(h))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err == nil {
+			buf := make([]byte, 5)
+			if _, err := conn.Read(buf); err == nil {
+				_, _ = conn.Write([]byte(strings.ToUpper(string(buf))))
+			}
+			conn.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := c.DialContext(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatalf("DialContext: %v", err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := conn.Read(buf); err != nil || string(buf) != "HELLO" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	// Nothing listens here: the host's refusal comes back as an error naming the address.
+	if _, err := c.DialContext(ctx, "tcp", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("a closed port: %v", err)
+	}
+}

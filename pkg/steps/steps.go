@@ -6,6 +6,7 @@ package steps
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/akraino-edge-stack/bpa/pkg/steps/backupetcd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/installsoftware"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
@@ -27,6 +28,7 @@ var stepCommands = []func() *cobra.Command{
 	renderinventory.Command,
 	runkubespray.Command,
 	preflight.Command,
+	backupetcd.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,

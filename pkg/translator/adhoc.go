@@ -73,16 +73,16 @@ func AdHocParameterNames() []string {
 const AdHocReason = "ad-hoc run (argo submit --from workflowtemplate/" + workflowtemplates.Provision + "): cluster.yml on every host"
 
 // AdHocParameters are what `bpa step lookup --provisioning` writes for an ad-hoc run of p:
-// the parameters the controller would give its Workflow (artifactsCA is the site policy's
-// CA for spec.offline's server) and the plan of the run, as the controller would plan a
+// the parameters the controller would give its Workflow (site: the site policy's CA for
+// spec.offline's server, and its etcd backup server) and the plan of the run, as the controller would plan a
 // rerun of p (PlanChange): the same steps, operations and releases. A refused change is an
 // error, and so is a plan the template has no slot for.
-func AdHocParameters(p *bpav1.Provisioning, artifactsCA string) (map[string]string, error) {
+func AdHocParameters(p *bpav1.Provisioning, site Options) (map[string]string, error) {
 	params, err := ProvisioningParameters(p)
 	if err != nil {
 		return nil, err
 	}
-	params["artifacts-ca"] = artifactsCA
+	params["artifacts-ca"], params["backup-server"], params["backup-server-ca"] = site.ArtifactsCA, site.BackupServer, site.BackupServerCA
 	pl, err := newPlanner(p)
 	if err != nil {
 		return nil, err
@@ -91,6 +91,9 @@ func AdHocParameters(p *bpav1.Provisioning, artifactsCA string) (map[string]stri
 		pl.rerun = AdHocReason // the operator asked for a run: an unchanged cluster is reconfigured
 	}
 	plan, err := pl.run()
+	if err == nil {
+		err = needBackupServer(plan, site)
+	}
 	if err != nil {
 		return nil, err
 	}

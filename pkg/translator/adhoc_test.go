@@ -161,7 +161,7 @@ func controllerDAG(t *testing.T, p *bpav1.Provisioning, opts translator.Options)
 // what `bpa step lookup` writes (translator.AdHocParameters, given the policy's CA).
 func adHocDAG(t *testing.T, p *bpav1.Provisioning, ca string) []ranTask {
 	t.Helper()
-	outputs, err := translator.AdHocParameters(p, ca)
+	outputs, err := translator.AdHocParameters(p, withBackups(translator.Options{ArtifactsCA: ca}))
 	require.NoError(t, err)
 	wft := provisionTemplate(t)
 	require.Equal(t, "main", wft.Spec.Entrypoint)
@@ -240,7 +240,7 @@ kubernetes: {version: 1.32.5}
 		t.Run(name, func(t *testing.T) {
 			p := day2Change(t, spec)
 			const ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-			want := controllerDAG(t, p, translator.Options{ArtifactsCA: ca})
+			want := controllerDAG(t, p, withBackups(translator.Options{ArtifactsCA: ca}))
 			got := adHocDAG(t, p, ca)
 			require.Equal(t, want, got)
 			var names []string
@@ -248,17 +248,20 @@ kubernetes: {version: 1.32.5}
 				names = append(names, r.Name)
 			}
 			if name == "upgrade" {
-				// The preflight checks run before upgrade-cluster.yml, and verify after it
-				// stops at a node left behind instead of retrying.
-				assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "preflight", "upgrade", "verify", "publish-kubeconfig"}, names)
-				assert.Equal(t, "preflight", got[3].Template)
-				assert.Equal(t, "true", got[5].Args["after-upgrade"])
+				// A verified snapshot first, then the preflight checks before
+				// upgrade-cluster.yml, and verify after it stops at a node left behind
+				// instead of retrying.
+				assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "backup-etcd", "preflight", "upgrade", "verify", "publish-kubeconfig"}, names)
+				assert.Equal(t, "backup-etcd", got[3].Template)
+				assert.Equal(t, "https://backups.example:8443", got[3].Args["backup-server"], "the site policy's server")
+				assert.Equal(t, "preflight", got[4].Template)
+				assert.Equal(t, "true", got[6].Args["after-upgrade"])
 				return
 			}
 			if name != "removal-and-scale-up" {
 				return
 			}
-			assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "remove-workers", "scale-workers", "verify", "publish-kubeconfig"}, names)
+			assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "backup-etcd", "remove-workers", "scale-workers", "verify", "publish-kubeconfig"}, names)
 			checkGolden(t, "testdata/golden/adhoc-"+name+".dag.yaml", got)
 		})
 	}
@@ -273,17 +276,18 @@ workers: [{w1: null}, {w2: null}]
 workerPools: [{name: edge, replicas: 2}]
 kubernetes: {version: 1.31.4}
 `)
-	wf, err := translator.Provisioning(p, translator.Options{})
+	wf, err := translator.Provisioning(p, withBackups(translator.Options{}))
 	require.NoError(t, err)
 	require.Nil(t, wf, "the controller has nothing to do")
 	got := adHocDAG(t, p, "")
-	require.Len(t, got, 6)
-	assert.Equal(t, translator.StepReconfigure, got[3].Name)
-	assert.JSONEq(t, fmt.Sprintf(`[{"playbook":"cluster","reason":%q}]`, translator.AdHocReason), got[3].Args["operations"])
+	require.Len(t, got, 7)
+	assert.Equal(t, translator.StepBackupEtcd, got[3].Name)
+	assert.Equal(t, translator.StepReconfigure, got[4].Name)
+	assert.JSONEq(t, fmt.Sprintf(`[{"playbook":"cluster","reason":%q}]`, translator.AdHocReason), got[4].Args["operations"])
 
 	// With a rerun the controller has not handled, it is that rerun.
 	p.Annotations = map[string]string{bpav1.RerunAnnotation: "7"}
-	require.Equal(t, controllerDAG(t, p, translator.Options{}), adHocDAG(t, p, ""))
+	require.Equal(t, controllerDAG(t, p, withBackups(translator.Options{})), adHocDAG(t, p, ""))
 }
 
 // A plan must fit the template's slots: at most 14 control-plane removals, which
@@ -294,4 +298,11 @@ func TestAdHocSlots(t *testing.T) {
 	for _, s := range translator.PlanSteps {
 		assert.Contains(t, slots, s)
 	}
+}
+
+// withBackups is opts with a site policy's etcd backup server, which a day-2 run needs
+// (its backup-etcd step).
+func withBackups(opts translator.Options) translator.Options {
+	opts.BackupServer, opts.BackupServerCA = "https://backups.example:8443", "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"
+	return opts
 }

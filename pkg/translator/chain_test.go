@@ -30,8 +30,8 @@ type hop struct{ name, release, kube, kubeVersionVar string }
 func hops(c *translator.ChangePlan) []hop {
 	var out []hop
 	for _, s := range c.Steps {
-		if s.Name == translator.StepPreflight {
-			continue // its checks, before the first hop (preflight_test)
+		if s.Name == translator.StepPreflight || translator.StepBase(s.Name) == translator.StepBackupEtcd {
+			continue // its checks, before the first hop (preflight_test), and the snapshots (backup_test)
 		}
 		require.Len(nil, s.Operations, 1)
 		v, _ := s.Operations[0].Vars["kube_version"].(string)
@@ -74,7 +74,7 @@ func TestPlanChains(t *testing.T) {
 			p, c, err := chained(t, tc.spec, tc.release, tc.kube)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, hops(c))
-			wf, err := translator.Provisioning(p, translator.Options{})
+			wf, err := translator.Provisioning(p, withBackups(translator.Options{}))
 			require.NoError(t, err)
 			for _, h := range tc.want {
 				want := "{{workflow.parameters.kubespray-image}}"
@@ -88,8 +88,8 @@ func TestPlanChains(t *testing.T) {
 	t.Run("a hop's image is the spec's repository at the hop's release", func(t *testing.T) {
 		p, c, err := chained(t, "kubespray: {version: v2.28.1, image: registry.site:5000/kubespray}\nkubernetes: {version: 1.32.8}", "v2.27.1", "1.30.4")
 		require.NoError(t, err)
-		assert.Equal(t, "registry.site:5000/kubespray:v2.27.1", translator.StepImage("registry.site:5000/kubespray:v2.28.1", c.Steps[1]), "the first hop (after preflight)")
-		wf, err := translator.Provisioning(p, translator.Options{})
+		assert.Equal(t, "registry.site:5000/kubespray:v2.27.1", translator.StepImage("registry.site:5000/kubespray:v2.28.1", c.Steps[2]), "the first hop (after the snapshot and preflight)")
+		wf, err := translator.Provisioning(p, withBackups(translator.Options{}))
 		require.NoError(t, err)
 		assert.Equal(t, "registry.site:5000/kubespray:v2.27.1", imageOf(wf, "upgrade"))
 		assert.Equal(t, "{{workflow.parameters.kubespray-image}}", imageOf(wf, "upgrade-2"))
@@ -128,12 +128,12 @@ func TestPlanChains(t *testing.T) {
 	t.Run("an ad-hoc run leaves a chain to the controller, and a forged hop is refused", func(t *testing.T) {
 		p, c, err := chained(t, "kubespray: {version: v2.28.0}\nkubernetes: {version: 1.32.5}", "v2.28.0", "1.30.4")
 		require.NoError(t, err)
-		_, err = translator.AdHocParameters(p, "")
+		_, err = translator.AdHocParameters(p, withBackups(translator.Options{}))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "let the controller run it")
 		forged := *c
-		forged.Steps = forged.Steps[:2] // preflight and the first hop, named as a whole upgrade
-		forged.Steps[1].Name = translator.StepUpgrade
+		forged.Steps = forged.Steps[:3] // the snapshot, preflight and the first hop, as a whole upgrade
+		require.Equal(t, translator.StepUpgrade, forged.Steps[2].Name)
 		assert.Error(t, translator.CheckAdHocPlan(p, &forged), "a hop to 1.31.9 would record what the spec does not ask for")
 	})
 }

@@ -84,6 +84,10 @@ const (
 	StepUpgrade     = "upgrade"
 	StepReconfigure = "reconfigure"
 	StepReset       = "reset"
+	// StepBackupEtcd takes a verified etcd snapshot (`bpa step backup-etcd`) before a day-2
+	// run's first operation, and before each later hop of a chained upgrade
+	// (backup-etcd-2, ...); it runs no playbook.
+	StepBackupEtcd = "backup-etcd"
 )
 
 // Numbered names the n-th step of a kind in one plan: base, then base-2, base-3, ... (one
@@ -108,7 +112,7 @@ func StepBase(name string) string {
 
 // PlanSteps are the names every planned step may have, in plan order (with Numbered's
 // suffixes).
-var PlanSteps = []string{StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepUpdateNodeProxies, StepScaleWorkers, StepPreflight, StepUpgrade, StepReconfigure}
+var PlanSteps = []string{StepBackupEtcd, StepCreate, StepRemoveWorkers, StepRemoveControlPlane, StepReconfigureEtcd, StepAddControlPlane, StepUpgradeControlPlane, StepUpdateNodeProxies, StepScaleWorkers, StepPreflight, StepUpgrade, StepReconfigure}
 
 // Step is one DAG task: kubespray operations run in order in one container.
 type Step struct {
@@ -279,8 +283,37 @@ func (pl *planner) run() (*ChangePlan, error) {
 	pl.proxies()
 	pl.workers()
 	pl.upgradeOrReconfigure()
+	pl.backups()
 	return pl.plan, nil
 }
+
+// backups puts a verified etcd snapshot before the run's first step, and before each later
+// hop of a chained upgrade (the hop before it changed etcd's contents), unless the spec
+// says spec.etcdBackup.beforeDay2: Skip. A failed snapshot stops the run there: nothing
+// after it starts. Only day-2 runs: a cluster being created has nothing to lose.
+func (pl *planner) backups() {
+	if len(pl.plan.Steps) == 0 || !BackupsBeforeDay2(pl.p) {
+		return
+	}
+	out := []Step{{Name: StepBackupEtcd, Reason: BackupReason}}
+	n := 1
+	for _, s := range pl.plan.Steps {
+		if StepBase(s.Name) == StepUpgrade && s.Name != StepUpgrade { // upgrade-2, ...: a later hop
+			n++
+			out = append(out, Step{Name: Numbered(StepBackupEtcd, n), Reason: BackupReason})
+		}
+		out = append(out, s)
+	}
+	pl.plan.Steps = out
+}
+
+// BackupsBeforeDay2 says whether p's day-2 runs take a verified etcd snapshot first.
+func BackupsBeforeDay2(p *bpav1.Provisioning) bool {
+	return p.Spec.EtcdBackup == nil || p.Spec.EtcdBackup.BeforeDay2 != bpav1.BackupSkip
+}
+
+// BackupReason is why a day-2 run snapshots etcd first (`bpa plan`, status.plan).
+const BackupReason = "take a verified etcd snapshot before changing the cluster and store it on the site's backup server; a failed snapshot stops the run (EtcdBackupFailed); spec.etcdBackup.beforeDay2: Skip opts out"
 
 // refuse diffs the nodes and returns the first rule the change breaks; it finds the
 // upgrade too.

@@ -41,15 +41,31 @@ func appliedAs(t *testing.T, spec string, hosts ...bpav1.HostStatus) *bpav1.Appl
 	return &bpav1.AppliedState{Hosts: hosts, KubesprayVersion: c.KubesprayVersion, KubernetesVersion: c.KubernetesVersion, Settings: c.Settings, Immutable: c.Immutable}
 }
 
+// operations plans p's day-2 run and drops the etcd snapshot it takes first
+// (TestPlanBackups), leaving the operations.
+func operations(t *testing.T, p *bpav1.Provisioning) *translator.ChangePlan {
+	t.Helper()
+	c, err := translator.PlanChange(p)
+	require.NoError(t, err)
+	require.Equal(t, translator.StepBackupEtcd, c.Steps[0].Name)
+	c.Steps = c.Steps[1:]
+	return c
+}
+
 type wantStep struct {
 	name      string
 	nodes     []string
 	playbooks []kubespray.Playbook
 }
 
+// steps are a plan's operations, without the etcd snapshot a day-2 run takes first
+// (TestPlanBackups).
 func steps(c *translator.ChangePlan) []wantStep {
 	var out []wantStep
 	for _, s := range c.Steps {
+		if s.Name == translator.StepBackupEtcd {
+			continue
+		}
 		w := wantStep{name: s.Name, nodes: s.Nodes}
 		for _, op := range s.Operations {
 			w.playbooks = append(w.playbooks, op.Playbook)
@@ -168,8 +184,11 @@ kubespray: {extraVars: {helm_enabled: true}}`, func(t *testing.T) *bpav1.Applied
 			c, err := translator.PlanChange(prov)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, steps(c))
+			if len(tc.want) > 0 && prov.Status.Applied != nil {
+				assert.Equal(t, translator.StepBackupEtcd, c.Steps[0].Name, "a day-2 run snapshots etcd first")
+			}
 			// Argo refuses a DAG with two tasks of one name, or one that depends on nothing it has.
-			wf, err := translator.Provisioning(prov, translator.Options{})
+			wf, err := translator.Provisioning(prov, withBackups(translator.Options{}))
 			require.NoError(t, err)
 			if len(tc.want) > 0 {
 				require.NoError(t, validation.ValidateWorkflow(wf))
@@ -187,8 +206,7 @@ func TestPlanDetails(t *testing.T) {
 	m1, w1 := host("m1", true, true), host("w1", false, false)
 	t.Run("removed nodes leave the inventory of later operations; drain settings are passed", func(t *testing.T) {
 		spec := base + "\nnodeRemoval: {drainTimeoutSeconds: 60, allowUngraceful: true}\n"
-		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1, host("w2", false, false), host("m2", true, false))))
-		require.NoError(t, err)
+		c := operations(t, day2(t, spec, appliedAs(t, base, m1, w1, host("w2", false, false), host("m2", true, false))))
 		require.Len(t, c.Steps, 3)
 		rm := c.Steps[0].Operations[0]
 		assert.Equal(t, map[string]any{"node": "w2", "skip_confirmation": true, "drain_grace_period": 300, "drain_timeout": "60s", "drain_retries": 3}, rm.Vars)
@@ -201,8 +219,7 @@ func TestPlanDetails(t *testing.T) {
 	})
 	t.Run("each etcd member leaves in its own remove-node.yml, on an inventory without those gone before", func(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
-		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, host("m2", true, true), host("m3", true, true), host("m4", true, true), host("m5", true, true), w1)))
-		require.NoError(t, err)
+		c := operations(t, day2(t, spec, appliedAs(t, base, m1, host("m2", true, true), host("m3", true, true), host("m4", true, true), host("m5", true, true), w1)))
 		require.Len(t, c.Steps, 5)
 		for i, m := range []string{"m2", "m3", "m4", "m5"} {
 			op := c.Steps[i].Operations[0]
@@ -224,16 +241,14 @@ func TestPlanDetails(t *testing.T) {
 	})
 	t.Run("scale.yml is limited to the new workers, after facts.yml on all", func(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}, {w2: null}, {w3: null}]\nkubernetes: {version: 1.31.4}"
-		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
-		require.NoError(t, err)
+		c := operations(t, day2(t, spec, appliedAs(t, base, m1, w1)))
 		ops := c.Steps[0].Operations
 		assert.Empty(t, ops[0].Limit)
 		assert.Equal(t, []string{"w2", "w3"}, ops[1].Limit)
 	})
 	t.Run("etcd members join with kubespray's documented limit and ignore_assert_errors", func(t *testing.T) {
 		spec := "masters: [{m1: null}, {m2: null}, {m3: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
-		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
-		require.NoError(t, err)
+		c := operations(t, day2(t, spec, appliedAs(t, base, m1, w1)))
 		require.Len(t, c.Steps, 3)
 		for _, s := range c.Steps[:2] {
 			assert.Equal(t, []string{"etcd", "kube_control_plane"}, s.Operations[0].Limit)
@@ -252,8 +267,7 @@ func TestPlanDetails(t *testing.T) {
 	})
 	t.Run("an upgrade drains with spec.nodeRemoval's settings", func(t *testing.T) {
 		spec := "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.32.5}\nnodeRemoval: {drainGracePeriodSeconds: 30, drainRetries: 5}"
-		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
-		require.NoError(t, err)
+		c := operations(t, day2(t, spec, appliedAs(t, base, m1, w1)))
 		// The preflight checks come first and run no playbook: nothing is touched if they fail.
 		require.Equal(t, []wantStep{{"preflight", nil, nil}, {"upgrade", nil, []kubespray.Playbook{kubespray.Upgrade}}}, steps(c))
 		assert.Empty(t, c.Steps[0].Operations)
@@ -272,8 +286,7 @@ func TestPlanDetails(t *testing.T) {
 	})
 	t.Run("a control-plane node without etcd joins with cluster.yml on every host", func(t *testing.T) {
 		spec := "masters: [{m1: {etcd: true}}, {m2: {etcd: false}}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}"
-		c, err := translator.PlanChange(day2(t, spec, appliedAs(t, base, m1, w1)))
-		require.NoError(t, err)
+		c := operations(t, day2(t, spec, appliedAs(t, base, m1, w1)))
 		assert.Equal(t, []wantStep{{"add-control-plane", []string{"m2"}, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
 		assert.Empty(t, c.Steps[0].Operations[0].Limit, "every node's apiserver proxy learns of it")
 		assert.Empty(t, c.Steps[0].Operations[0].Vars, "no etcd member joins: kubespray's etcd_retries")
@@ -299,7 +312,7 @@ func TestPlanDetails(t *testing.T) {
 		assert.Equal(t, []wantStep{{"reconfigure", nil, []kubespray.Playbook{kubespray.Cluster}}}, steps(c))
 	})
 	t.Run("an empty plan makes no Workflow", func(t *testing.T) {
-		wf, err := translator.Provisioning(day2(t, base, appliedAs(t, base, m1, w1)), translator.Options{})
+		wf, err := translator.Provisioning(day2(t, base, appliedAs(t, base, m1, w1)), withBackups(translator.Options{}))
 		require.NoError(t, err)
 		assert.Nil(t, wf)
 	})
@@ -406,18 +419,15 @@ func TestPoolScaling(t *testing.T) {
 	})
 	t.Run("4 to 3 removes the newest, or the annotated member", func(t *testing.T) {
 		applied := appliedAs(t, pool(4), members("edge-1", "edge-2", "edge-3", "edge-4")...)
-		c, err := translator.PlanChange(day2(t, pool(3), applied))
-		require.NoError(t, err)
+		c := operations(t, day2(t, pool(3), applied))
 		assert.Equal(t, []string{"edge-4"}, c.Steps[0].Nodes)
 		p := day2(t, pool(3), applied)
 		p.Annotations = map[string]string{bpav1.DeleteNodesAnnotation: "edge-2"}
-		c, err = translator.PlanChange(p)
-		require.NoError(t, err)
+		c = operations(t, p)
 		assert.Equal(t, []wantStep{{"remove-workers", []string{"edge-2"}, []kubespray.Playbook{kubespray.Remove}}}, steps(c))
 	})
 	t.Run("names are stable: after edge-2 left, a scale-up reuses its index", func(t *testing.T) {
-		c, err := translator.PlanChange(day2(t, pool(4), appliedAs(t, pool(3), members("edge-1", "edge-3", "edge-4")...)))
-		require.NoError(t, err)
+		c := operations(t, day2(t, pool(4), appliedAs(t, pool(3), members("edge-1", "edge-3", "edge-4")...)))
 		assert.Equal(t, []string{"edge-2"}, c.Steps[0].Nodes)
 	})
 }

@@ -23,12 +23,13 @@ const StepVerify = "verify"
 // `bpa step lookup` writes for ad-hoc runs.
 var provisioningParameterOrder = []string{
 	"provisioning", "cluster", "generation", "lease-source", "lease-host-path", "lease-pod-spec-patch", "kubespray-image",
-	"ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key", "artifacts-ca",
+	"ssh-secret", "ssh-user", "ssh-port", "insecure-ignore-host-key", "artifacts-ca", "backup-server", "backup-server-ca",
 }
 
 // ProvisioningParameters derives the Workflow parameters of a Provisioning, defaults
-// applied. None is secret. artifacts-ca, the CA render-inventory and run-kubespray get, is
-// the site policy's and empty here; the caller sets it (Options.ArtifactsCA, or lookup).
+// applied. None is secret. artifacts-ca, the CA render-inventory and run-kubespray get, and
+// backup-server and backup-server-ca, where backup-etcd stores snapshots, are the site
+// policy's and empty here; the caller sets them (Options, or lookup).
 func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
 	cluster, err := ClusterOf(p)
 	if err != nil {
@@ -64,7 +65,7 @@ func ProvisioningParameters(p *bpav1.Provisioning) (map[string]string, error) {
 		}
 	}
 	params["kubespray-image"] = image + ":" + version
-	params["artifacts-ca"] = ""
+	params["artifacts-ca"], params["backup-server"], params["backup-server-ca"] = "", "", ""
 	return params, nil
 }
 
@@ -87,6 +88,16 @@ func splitImage(image string) (repo, tag string) {
 		return image[:i], image[i+1:]
 	}
 	return image, ""
+}
+
+// needBackupServer refuses a plan that snapshots etcd when the site policy names no backup
+// server for the CR's namespace: the day-2 operation must not run without its snapshot.
+func needBackupServer(plan *ChangePlan, opts Options) error {
+	if opts.BackupServer != "" || !slices.ContainsFunc(plan.Steps, func(s Step) bool { return StepBase(s.Name) == StepBackupEtcd }) {
+		return nil
+	}
+	return &Refusal{Field: "spec.etcdBackup.beforeDay2", Reason: bpav1.ReasonNoBackupServer,
+		Message: "a day-2 operation takes a verified etcd snapshot first (Required, the default), and the site policy names no etcd backup server for this namespace (BPAPolicy spec.etcdBackupServer, one of its artifactServers): ask the admin for one, or set spec.etcdBackup.beforeDay2: Skip to run without a snapshot"}
 }
 
 // setArgument sets a task's argument name to value.
@@ -136,6 +147,9 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	if err != nil || len(plan.Steps) == 0 {
 		return nil, err
 	}
+	if err := needBackupServer(plan, opts); err != nil {
+		return nil, err
+	}
 	planJSON, err := json.Marshal(plan)
 	if err != nil {
 		return nil, err
@@ -143,7 +157,7 @@ func Provisioning(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	wf := newWorkflow(p, "Provisioning", bpav1.ProvisioningNameLabel, workflowtemplates.Provision, "provision", params["cluster"], opts, provisionDeadline)
 	wf.Annotations[PlanAnnotation] = string(planJSON)
 	wf.Spec.Entrypoint = "provision"
-	params["artifacts-ca"] = opts.ArtifactsCA
+	params["artifacts-ca"], params["backup-server"], params["backup-server-ca"] = opts.ArtifactsCA, opts.BackupServer, opts.BackupServerCA
 	wf.Spec.Arguments.Parameters = parameters(params, provisioningParameterOrder)
 
 	// The lease step is chosen here, from the CR; an ad-hoc run chooses it with `when`.
@@ -237,13 +251,24 @@ func (d provisionDAG) kubesprayTask(name, depends, operations, allowUngraceful s
 		"operations", operations, "allow-ungraceful", allowUngraceful}, d.ssh()...)...)
 }
 
-// stepTask is one planned step: the preflight checks, or run-kubespray with the step's
-// operations.
+// stepTask is one planned step: the preflight checks, an etcd backup, or run-kubespray
+// with the step's operations.
 func (d provisionDAG) stepTask(name, depends, operations, allowUngraceful string) wfv1.DAGTask {
-	if name == StepPreflight {
+	switch StepBase(name) {
+	case StepPreflight:
 		return d.preflightTask(depends)
+	case StepBackupEtcd:
+		return d.backupTask(name, depends)
 	}
 	return d.kubesprayTask(name, depends, operations, allowUngraceful)
+}
+
+// backupTask takes a verified etcd snapshot of the live cluster (status.applied) and
+// stores it on the site policy's backup server.
+func (d provisionDAG) backupTask(name, depends string) wfv1.DAGTask {
+	return d.task(name, "backup-etcd", depends, append([]string{
+		"provisioning", d.param("provisioning"), "backup-server", d.param("backup-server"),
+		"backup-server-ca", d.param("backup-server-ca")}, d.ssh()...)...)
 }
 
 // preflightTask checks the cluster before the upgrade after it: it reads the hosts, the vars

@@ -52,6 +52,9 @@ type Options struct {
 	// (policy.Policy.ArtifactsCA), "" for none: the translator reads no policy itself.
 	// For a Software, the CA of its apt repository's server (policy.Policy.AptRepo).
 	ArtifactsCA string
+	// BackupServer and BackupServerCA are the site policy's etcd backup server for a
+	// Provisioning's namespace (policy.Policy.BackupServer) and its CA, "" for none.
+	BackupServer, BackupServerCA string
 	// AptURL and AptKey are a Software's apt repository (policy.Policy.AptRepo): its
 	// server and the admin's key for it, "" for none.
 	AptURL, AptKey string

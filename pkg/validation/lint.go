@@ -130,7 +130,7 @@ func ValidateUnstructured(ctx context.Context, u *unstructured.Unstructured) (Do
 		if o.Namespace == "" {
 			o.Namespace = "default"
 		}
-		errs = pol.CheckProvisioning(o)
+		errs = append(pol.CheckProvisioning(o), ValidateEtcdBackup(o)...)
 		o.Namespace = u.GetNamespace()
 	case *bpav1.Software:
 		if o.Namespace == "" {

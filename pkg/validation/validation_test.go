@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/reference"
@@ -138,4 +139,17 @@ func TestCRDHoldsTheKubesprayProfiles(t *testing.T) {
 		return
 	}
 	t.Fatal("no Provisioning CRD")
+}
+
+func TestValidateEtcdBackupSchedule(t *testing.T) {
+	for schedule, ok := range map[string]bool{"": true, "0 */6 * * *": true, "@daily": true, "30 2 * * 1-5": true, "61 * * * *": false, "0 0 * * 8": false} {
+		p := &bpav1.Provisioning{Spec: bpav1.ProvisioningSpec{EtcdBackup: &bpav1.EtcdBackup{Schedule: schedule}}}
+		errs := validation.ValidateEtcdBackup(p)
+		if ok {
+			assert.Empty(t, errs, schedule)
+			continue
+		}
+		require.Len(t, errs, 1, schedule)
+		assert.Equal(t, "spec.etcdBackup.schedule", errs[0].Field)
+	}
 }

@@ -56,6 +56,8 @@ type env struct {
 // artifact servers), with a retry on conflict, and take back only what they added.
 func TestE2E(t *testing.T) {
 	base := sim.Start(t, sim.Options{})
+	// Every site's day-2 runs take a verified etcd snapshot first, stored here.
+	store := base.StartBackupServer(t)
 	type scenario struct {
 		name string
 		run  func(*env, *testing.T)
@@ -70,6 +72,7 @@ func TestE2E(t *testing.T) {
 		},
 		{
 			{"j/day-2-workers", (*env).scenarioDay2Workers},
+			{"p/etcd-backups", func(e *env, t *testing.T) { e.scenarioBackup(t, store) }},
 		},
 		{
 			{"o/day-2-control-plane", (*env).scenarioDay2ControlPlane},

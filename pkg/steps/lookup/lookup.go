@@ -112,7 +112,11 @@ func (o options) provisioningParameters(ctx context.Context, c client.Client, po
 	if err != nil {
 		return nil, nil, err
 	}
-	params, err = translator.AdHocParameters(p, ca)
+	server, serverCA, err := pol.BackupServer(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	params, err = translator.AdHocParameters(p, translator.Options{ArtifactsCA: ca, BackupServer: server, BackupServerCA: serverCA})
 	return params, nil, err
 }
 

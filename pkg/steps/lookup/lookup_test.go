@@ -40,7 +40,7 @@ func TestLookupWritesTheControllersParameters(t *testing.T) {
 
 	// The controller's parameters, and the plan of the run (a first creation here), which
 	// the template's steps and slots read.
-	want, err := translator.AdHocParameters(p, "")
+	want, err := translator.AdHocParameters(p, translator.Options{})
 	require.NoError(t, err)
 	require.Len(t, want, len(translator.AdHocParameterNames()))
 	for _, name := range translator.AdHocParameterNames() {

@@ -42,12 +42,21 @@ const (
 	// aggregates them for verify-software.
 	ResultFile  = "result.json"
 	ResultsFile = "results.json"
+	// BackupFile is backup-etcd's record of the verified snapshot it stored
+	// (bpav1.BackupStatus), which the controller adds to status.backups.
+	BackupFile = "backup.json"
+	// BackupServerCAFile is the site policy's CA for the etcd backup server (PEM).
+	BackupServerCAFile = "backup-server-ca.pem"
 )
+
+// ScratchDir is where a step writes what is its own and large (backup-etcd's snapshot and
+// scratch etcd): under the pod's /tmp volume, gone with the pod.
+const ScratchDir = "/tmp/bpa/scratch"
 
 // Files lists every file name above: the templates may name no other under InDir or OutDir
 // (besides lookup's one file per parameter, Out(parameter)).
 var Files = []string{HostsFile, InventoryFile, ExtraVarsFile, OperationsFile, ArtifactsCAFile,
-	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile}
+	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, BackupServerCAFile}
 
 // In is where a step finds its input name.
 func In(name string) string { return path.Join(InDir, name) }

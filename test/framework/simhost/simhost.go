@@ -244,7 +244,7 @@ StrictModes no
 UsePAM no
 UseDNS no
 PermitUserEnvironment no
-AllowTcpForwarding no
+AllowTcpForwarding local
 X11Forwarding no
 PrintMotd no
 MaxStartups 100:30:200

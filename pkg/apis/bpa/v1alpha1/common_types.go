@@ -28,6 +28,10 @@ const (
 	ProvisioningNameLabel = "bpa.akraino.org/provisioning"
 	SoftwareNameLabel     = "bpa.akraino.org/software"
 	ClusterNameLabel      = "bpa.akraino.org/cluster"
+	// EtcdBackupOfLabel names the Provisioning a scheduled etcd backup Workflow snapshots
+	// (spec.etcdBackup.schedule). It is not ProvisioningNameLabel: such a Workflow is not a
+	// run of the CR's spec, and the run reconciler never mirrors or replaces it.
+	EtcdBackupOfLabel = "bpa.akraino.org/etcd-backup-of"
 
 	// TriggerAnnotation on a Workflow says why BPA started it when no CR was edited
 	// ("htop 3.2.2-3 uploaded"); the CR's conditions, events and status repeat it.

@@ -26,7 +26,15 @@ const (
 	// is one of ReasonReset*, or ReasonArgoUnavailable, mirrored into Ready and into
 	// Reconciling (the reset runs) or Stalled (it needs a person).
 	ConditionDeleting = "Deleting"
+	// ConditionEtcdBackedUp says whether the cluster's newest etcd snapshot is verified and
+	// stored (True, ReasonBackupVerified, naming it), or why the last one taken on
+	// spec.etcdBackup.schedule failed (False, ReasonEtcdBackupFailed or
+	// ReasonNoBackupServer). It does not hold up Ready: the cluster is as the spec asks.
+	ConditionEtcdBackedUp = "EtcdBackedUp"
 )
+
+// ReasonBackupVerified is ConditionEtcdBackedUp's True reason.
+const ReasonBackupVerified = "BackupVerified"
 
 // Reasons of a run's progress and outcome.
 const (
@@ -70,6 +78,11 @@ const (
 	// Ready at the target Kubernetes version. The upgrade stops there: verify is not retried
 	// on that path, and the message names the node and what to do.
 	ReasonNodeNotUpgraded = "NodeNotUpgraded"
+	// ReasonEtcdBackupFailed: the backup step before a day-2 operation (or a scheduled one)
+	// could not take, store or verify an etcd snapshot; the operation did not start and
+	// nothing was changed. The message names what failed. Like every failed run it is
+	// Stalled until the spec or the rerun annotation changes, or the Workflow is retried.
+	ReasonEtcdBackupFailed = "EtcdBackupFailed"
 	// ReasonWorkflowDeleted: the run's Workflow was deleted before it finished; the rerun
 	// annotation starts a new one.
 	ReasonWorkflowDeleted = "WorkflowDeleted"
@@ -113,6 +126,11 @@ const (
 	// server has recorded none, or the repository holds no such package. The message names
 	// the item; the Software runs when the index or the policy changes.
 	ReasonLatestUnavailable = "LatestUnavailable"
+	// ReasonNoBackupServer: a day-2 operation needs a verified etcd snapshot
+	// (spec.etcdBackup.beforeDay2: Required, the default) but the site policy names no
+	// etcd backup server (BPAPolicy spec.etcdBackupServer); nothing runs until the admin
+	// names one, or the CR sets beforeDay2: Skip.
+	ReasonNoBackupServer = "NoEtcdBackupServer"
 )
 
 // Reasons the day-2 planner (translator.PlanChange) refuses a change kubespray cannot make
@@ -172,4 +190,6 @@ const (
 	EventRunPrefix = "Run"
 	// EventResetSkipped: the skip-reset annotation released the hosts without a reset.
 	EventResetSkipped = "ResetSkipped"
+	// EventBackupStarted: the Workflow of a scheduled etcd snapshot was created.
+	EventBackupStarted = "EtcdBackupStarted"
 )

@@ -16,6 +16,8 @@ const DefaultKubesprayImage = "quay.io/kubespray/kubespray"
 // it does not grant is refused, so an empty spec is the safe default: only the kubespray
 // image above, BareMetalHosts from the CR's own namespace only, no lease files read from a
 // node, and host keys always checked.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.etcdBackupServer) || (has(self.artifactServers) && self.artifactServers.exists(s, s.url == self.etcdBackupServer))",message="etcdBackupServer must be the url of one of artifactServers (its caBundle is what the backup step trusts)",fieldPath=".etcdBackupServer"
 type BPAPolicySpec struct {
 	// KubesprayImages are the image repositories (without tag or digest) a Provisioning may
 	// run kubespray from. The kubespray container gets the cluster's SSH key, so an image
@@ -57,6 +59,19 @@ type BPAPolicySpec struct {
 	// +optional
 	// +kubebuilder:default=Deprovision
 	HostRelease HostReleasePolicy `json:"hostRelease,omitempty"`
+
+	// EtcdBackupServer is the artifact server (`bpa serve`) that stores the clusters' etcd
+	// snapshots: one of ArtifactServers' URLs, whose caBundle the backup step checks its
+	// certificate with. Each cluster's snapshots are kept under its namespace and name, and
+	// the server lets a caller write, read or delete them only with the RBAC right on the
+	// etcdbackups resource of BPA's group in that namespace (the backup step's account has
+	// it in its own namespace); nothing reads them anonymously. A snapshot holds every
+	// Secret of the cluster. Without it, no Provisioning takes backups, and a day-2
+	// operation runs only when its CR sets spec.etcdBackup.beforeDay2: Skip.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?$`
+	EtcdBackupServer string `json:"etcdBackupServer,omitempty"`
 }
 
 // HostReleasePolicy is what release does to a host's operating system.

@@ -310,6 +310,83 @@ type ProvisioningSpec struct {
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// EtcdBackup says when BPA snapshots the cluster's etcd. Every snapshot is proven
+	// before it counts: restored into a scratch etcd inside the step, which must serve a key
+	// written just before the snapshot. Snapshots go to the etcd backup server the site
+	// policy names (BPAPolicy spec.etcdBackupServer), under this namespace and cluster. By
+	// default a verified snapshot is taken before every day-2 run's first operation (and
+	// before each later hop of a chained upgrade), and the operation does not start without
+	// it.
+	// +optional
+	EtcdBackup *EtcdBackup `json:"etcdBackup,omitempty"`
+}
+
+// EtcdBackup configures the cluster's etcd snapshots.
+type EtcdBackup struct {
+	// Schedule takes a snapshot on a cron schedule (five fields, minute first, in UTC, or a
+	// descriptor such as @daily), besides those before day-2 operations. A run of the
+	// cluster in progress delays it (one cluster, one run at a time); a missed time is not
+	// made up, the next one is taken.
+	// +optional
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[0-9*,/-]+ [0-9*,/-]+ [0-9*,/?-]+ [0-9A-Za-z*,/-]+ [0-9A-Za-z*,/?-]+)$`
+	Schedule string `json:"schedule,omitempty"`
+
+	// Keep is how many snapshots of this cluster the backup server keeps: after each new
+	// verified one, the oldest beyond Keep are deleted. status.backups lists the newest
+	// of them.
+	// +optional
+	// +kubebuilder:default=7
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Keep *int32 `json:"keep,omitempty"`
+
+	// BeforeDay2 is Required (the default): a day-2 run takes a verified snapshot before its
+	// first operation, and the operation does not start when it fails. Skip lets day-2
+	// operations run without one: a failed upgrade or removal may then be unrecoverable.
+	// +optional
+	// +kubebuilder:default=Required
+	BeforeDay2 BackupRequirement `json:"beforeDay2,omitempty"`
+}
+
+// BackupRequirement says whether day-2 operations need a fresh verified snapshot.
+// +kubebuilder:validation:Enum=Required;Skip
+type BackupRequirement string
+
+const (
+	BackupRequired BackupRequirement = "Required"
+	BackupSkip     BackupRequirement = "Skip"
+)
+
+// DefaultBackupKeep is spec.etcdBackup.keep's default.
+const DefaultBackupKeep = 7
+
+// MaxBackupsInStatus bounds status.backups.
+const MaxBackupsInStatus = 10
+
+// BackupStatus is one etcd snapshot on the backup server.
+type BackupStatus struct {
+	// Name is the snapshot's name on the backup server, under the cluster's path
+	// (<backup server>/backups/<namespace>/<cluster>/<name>).
+	Name string `json:"name"`
+	// Size is the snapshot's size in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the hex sha256 of the snapshot file.
+	SHA256 string `json:"sha256"`
+	// Revision is the etcd revision the snapshot holds.
+	Revision int64 `json:"revision"`
+	// Member is the etcd member (node) it was taken from.
+	// +optional
+	Member string `json:"member,omitempty"`
+	// TakenAt is when the snapshot was taken.
+	TakenAt metav1.Time `json:"takenAt"`
+	// Verified says the snapshot was restored into a scratch etcd that served the canary
+	// key written just before it. BPA records no unverified snapshot here.
+	Verified bool `json:"verified"`
+	// Workflow is the run that took it.
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // DeletionPolicy is Retain or Reset.
@@ -440,6 +517,18 @@ type ProvisioningStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
 	Operations []OperationRecord `json:"operations,omitempty"`
+
+	// Backups are the newest verified etcd snapshots, newest last (at most ten; the backup
+	// server keeps spec.etcdBackup.keep of them).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Backups []BackupStatus `json:"backups,omitempty"`
+
+	// LastScheduledBackup is the time of spec.etcdBackup.schedule whose backup was last
+	// started, so that each time is taken once.
+	// +optional
+	LastScheduledBackup *metav1.Time `json:"lastScheduledBackup,omitempty"`
 }
 
 // AppliedState is the cluster as the operations that succeeded left it.

@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/policy"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+)
+
+// sha256Hex is a snapshot's recorded digest.
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// mergeBackups adds the verified snapshots a run of p's stored (observe.Observation's
+// Backups) to status.backups: once each (by name), oldest first, the newest
+// MaxBackupsInStatus kept. Only a Workflow p controls counts: anyone who may write
+// Workflows could otherwise put a snapshot in p's status that was never taken.
+func mergeBackups(p *bpav1.Provisioning, wf *wfv1.Workflow, taken []bpav1.BackupStatus) {
+	if len(taken) == 0 || !metav1.IsControlledBy(wf, p) {
+		return
+	}
+	for _, b := range taken {
+		if !b.Verified || !sha256Hex.MatchString(b.SHA256) || slices.ContainsFunc(p.Status.Backups, func(x bpav1.BackupStatus) bool { return x.Name == b.Name }) {
+			continue
+		}
+		p.Status.Backups = append(p.Status.Backups, b)
+		setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdBackedUp, metav1.ConditionTrue, bpav1.ReasonBackupVerified,
+			fmt.Sprintf("snapshot %s (revision %d, %d bytes) of %s verified and stored, taken %s by %s", b.Name, b.Revision, b.Size, b.Member, b.TakenAt.UTC().Format(time.RFC3339), b.Workflow))
+	}
+	slices.SortStableFunc(p.Status.Backups, func(a, b bpav1.BackupStatus) int { return a.TakenAt.Compare(b.TakenAt.Time) })
+	if n := len(p.Status.Backups); n > bpav1.MaxBackupsInStatus {
+		p.Status.Backups = slices.Delete(p.Status.Backups, 0, n-bpav1.MaxBackupsInStatus)
+	}
+}
+
+// backupServer is the site policy's etcd backup server for p's namespace and its CA; a
+// caBundle that is not usable refuses the run.
+func backupServer(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (string, string, error) {
+	pol, err := policy.Get(ctx, c)
+	if err != nil {
+		return "", "", err
+	}
+	url, ca, err := pol.BackupServer(p)
+	if err != nil {
+		return "", "", &translator.Refusal{Field: "spec.etcdBackup", Reason: bpav1.ReasonPolicyViolation,
+			Message: "the site policy's CA for its etcd backup server cannot be used: " + err.Error()}
+	}
+	return url, ca, nil
+}

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/etcdbackup"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/test/framework/sim"
+)
+
+// ---- scenario p: verified etcd snapshots before day 2 and on a schedule ----
+//
+// The cluster "bk" (a master running etcd, a worker) is built; then:
+//
+//  1. with the etcd member's client key gone (its host no longer lets BPA in to etcd), a
+//     worker is added: the backup-etcd step fails, the CR is Stalled EtcdBackupFailed,
+//     and kubespray never ran: a day-2 operation does not start without its snapshot;
+//  2. with the key back, a rerun: the snapshot is taken first, verified, stored on the site's
+//     backup server under the cluster's path, listed in status.backups, and holds a
+//     ConfigMap written to the application cluster just before; then the worker joins;
+//  3. with a schedule of every minute and keep 2, the scheduled Workflows take snapshots
+//     (each once) and the server keeps the newest two.
+
+const bkBase = 250
+
+func (e *env) scenarioBackup(t *testing.T, store *sim.BackupServer) {
+	d := e.newDay2(t)
+	var bmhs []metal3v1.BareMetalHost
+	for i, name := range []string{"bkm1", "bkw1", "bkw2"} {
+		h, _ := d.dayTwoHost("bk-"+name, bkBase+i)
+		d.hosts[name] = h
+		bmhs = append(bmhs, h)
+	}
+	e.AddHosts(e.ctx, bmhs)
+	mac := func(n string) *bpav1.NodeRequirements {
+		return &bpav1.NodeRequirements{MACAddress: d.hosts[n].Spec.BootMACAddress}
+	}
+	d.p = &bpav1.Provisioning{
+		ObjectMeta: metav1.ObjectMeta{Name: "bk", Labels: map[string]string{"cluster": "bk"}},
+		Spec: bpav1.ProvisioningSpec{
+			Masters:    []bpav1.NodeEntry{{"bkm1": mac("bkm1")}},
+			Workers:    []bpav1.NodeEntry{{"bkw1": mac("bkw1")}},
+			Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"},
+			Kubespray:  &bpav1.KubesprayConfig{Version: "v2.28.0"},
+			EtcdBackup: &bpav1.EtcdBackup{Keep: ptrInt32(2)},
+		},
+	}
+	e.create(t, d.p)
+	created := e.waitPhase(t, d.p.Name, bpav1.PhaseSucceeded)
+	assert.Empty(t, created.Status.Backups, "a new cluster has nothing to back up")
+	assert.NotContains(t, stepNames(created), translator.StepBackupEtcd)
+
+	member := d.Machine(d.hosts["bkm1"].Status.HardwareDetails.NIC[0].IP)
+	key := member.File("/etc/ssl/etcd/ssl/admin-bkm1-key.pem")
+	saved, err := os.ReadFile(key)
+	require.NoError(t, err, "kubespray's etcd role (SIMULATED) left the member's client key")
+
+	t.Run("no snapshot, no operation", func(t *testing.T) {
+		require.NoError(t, os.Remove(key))
+		before := len(d.kubesprayRuns(t))
+		p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{"bkw2": mac("bkw2")}) })
+		failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
+		stalled := findCondition(failed.Status.Conditions, bpav1.ConditionStalled)
+		require.NotNil(t, stalled)
+		assert.Equal(t, bpav1.ReasonEtcdBackupFailed, stalled.Reason, stalled.Message)
+		assert.Contains(t, stalled.Message, "admin-bkm1-key.pem")
+		assert.Empty(t, d.runsSince(t, before), "kubespray never ran")
+		assert.Empty(t, failed.Status.Backups)
+		assert.Equal(t, []string{"bkm1", "bkw1"}, appliedNames(failed))
+	})
+
+	t.Run("snapshot first, then the operation", func(t *testing.T) {
+		require.NoError(t, os.WriteFile(key, saved, 0o600))
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-before-the-snapshot", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+		_, err := d.app.CoreV1().ConfigMaps("default").Create(d.ctx, cm, metav1.CreateOptions{})
+		require.NoError(t, err)
+		p := &bpav1.Provisioning{}
+		require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p))
+		p.Annotations = map[string]string{bpav1.RerunAnnotation: "key-restored"}
+		require.NoError(t, d.Client.Update(d.ctx, p))
+		done := &bpav1.Provisioning{}
+		e.waitFor(t, done, d.p.Name, func() bool {
+			return done.Status.LastHandledRerun == "key-restored" && done.Status.Phase == bpav1.PhaseSucceeded
+		}, "the rerun Succeeded")
+		assert.Equal(t, []string{"bkm1", "bkw1", "bkw2"}, appliedNames(done))
+		require.Equal(t, translator.StepBackupEtcd, done.Status.Plan[0].Name, "the snapshot comes first")
+		require.Len(t, done.Status.Backups, 1)
+		b := done.Status.Backups[0]
+		assert.True(t, b.Verified)
+		assert.Equal(t, "bkm1", b.Member)
+		assert.Positive(t, b.Revision)
+		cond := findCondition(done.Status.Conditions, bpav1.ConditionEtcdBackedUp)
+		require.NotNil(t, cond)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status)
+
+		// On the server, under this namespace and cluster, with the recorded sha256; and it
+		// is the application cluster's etcd: it holds the ConfigMap written just before.
+		file := filepath.Join(store.Dir, "backups", d.Namespace, "bk", b.Name)
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		sum := sha256.Sum256(data)
+		assert.Equal(t, b.SHA256, hex.EncodeToString(sum[:]))
+		assert.Equal(t, b.Size, int64(len(data)))
+		snap, closeSnap, err := etcdbackup.Open(d.ctx, file, t.TempDir(), nil)
+		require.NoError(t, err)
+		defer closeSnap()
+		got, err := snap.Get(d.ctx, "/registry/configmaps/default/written-before-the-snapshot")
+		require.NoError(t, err)
+		assert.Len(t, got.Kvs, 1, "the snapshot holds what the application cluster stored before it")
+		none, err := snap.Get(d.ctx, "/registry/bpa.akraino.org/provisionings/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		assert.Empty(t, none.Kvs, "and nothing of the management cluster")
+	})
+
+	t.Run("on a schedule, keeping two", func(t *testing.T) {
+		_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "* * * * *" })
+		got := &bpav1.Provisioning{}
+		d.waitWithin(t, 4*time.Minute, got, d.p.Name, func() bool { return len(got.Status.Backups) >= 3 }, "two scheduled snapshots")
+		scheduled := e.workflowsOf(t, bpav1.EtcdBackupOfLabel, d.p.Name)
+		assert.GreaterOrEqual(t, len(scheduled), 2)
+		names := map[string]bool{}
+		for _, wf := range scheduled {
+			assert.False(t, names[wf.Name], "one Workflow per time")
+			names[wf.Name] = true
+			assert.Empty(t, wf.Labels[bpav1.ProvisioningNameLabel], "not a run of the spec")
+		}
+		assert.Equal(t, bpav1.PhaseSucceeded, got.Status.Phase, "the run's status is untouched")
+		_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "" })
+		// keep: 2, after the third snapshot.
+		entries, err := os.ReadDir(filepath.Join(store.Dir, "backups", d.Namespace, "bk"))
+		require.NoError(t, err)
+		var stored []string
+		for _, en := range entries {
+			if !strings.HasSuffix(en.Name(), ".json") && !strings.HasPrefix(en.Name(), ".") {
+				stored = append(stored, en.Name())
+			}
+		}
+		assert.Len(t, stored, 2, "spec.etcdBackup.keep")
+		newest := got.Status.Backups[len(got.Status.Backups)-1].Name
+		assert.True(t, slices.Contains(stored, newest), "the newest is kept")
+	})
+}
