@@ -66,7 +66,12 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) err
 			observe: observeProvisioning,
 			stepsOf: observe.ProvisioningSteps,
 			report: func(obj, before runObject) {
-				reportOperations(mgr.GetEventRecorderFor("bpa-controller"), obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
+				rec := mgr.GetEventRecorderFor("bpa-controller")
+				reportOperations(rec, obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
+				reportCertificates(rec, obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Conditions)
+			},
+			timed: func(obj runObject) time.Duration {
+				return certificatesExpiring(obj.(*bpav1.Provisioning), time.Now())
 			},
 		},
 	}
@@ -125,6 +130,7 @@ func byLabel(label string) handler.MapFunc {
 func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o observe.Observation) {
 	p := obj.(*bpav1.Provisioning)
 	observePlan(p, wf, o)
+	observeCertificates(p, o)
 	for _, s := range o.Steps {
 		if s.Name == "publish-kubeconfig" && s.Phase == string(wfv1.NodeSucceeded) {
 			p.Status.KubeconfigSecretName = kubeconfig.PublishedSecretName(cluster)

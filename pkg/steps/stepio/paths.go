@@ -42,12 +42,15 @@ const (
 	// aggregates them for verify-software.
 	ResultFile  = "result.json"
 	ResultsFile = "results.json"
+	// CertificatesFile is verify's reading of the cluster's certificates (Certificates),
+	// which the controller mirrors into status.certificates.
+	CertificatesFile = "certificates.json"
 )
 
 // Files lists every file name above: the templates may name no other under InDir or OutDir
 // (besides lookup's one file per parameter, Out(parameter)).
 var Files = []string{HostsFile, InventoryFile, ExtraVarsFile, OperationsFile, ArtifactsCAFile,
-	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile}
+	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, CertificatesFile}
 
 // In is where a step finds its input name.
 func In(name string) string { return path.Join(InDir, name) }

@@ -26,6 +26,21 @@ const (
 	// is one of ReasonReset*, or ReasonArgoUnavailable, mirrored into Ready and into
 	// Reconciling (the reset runs) or Stalled (it needs a person).
 	ConditionDeleting = "Deleting"
+	// ConditionCertificatesExpiring is True when a certificate of status.certificates
+	// expires within spec.certificates.expiryWarningDays (or has expired), its message naming
+	// the earliest (node, component, date); False when none does. The controller looks
+	// again when it would turn True, without a new run. It does not affect Ready.
+	ConditionCertificatesExpiring = "CertificatesExpiring"
+)
+
+// Reasons of ConditionCertificatesExpiring.
+const (
+	// ReasonCertificateExpiring: a certificate expires within the warning period.
+	ReasonCertificateExpiring = "CertificateExpiring"
+	// ReasonCertificateExpired: a certificate's notAfter has passed.
+	ReasonCertificateExpired = "CertificateExpired"
+	// ReasonCertificatesValid: every certificate read outlives the warning period.
+	ReasonCertificatesValid = "CertificatesValid"
 )
 
 // Reasons of a run's progress and outcome.
