@@ -13,6 +13,7 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/workflow/packer"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,6 +124,7 @@ func renderTree(parent *node, t *Tree, opts Options) {
 	}
 	if p, ok := t.Object.(*bpav1.Provisioning); ok {
 		renderApplied(n, p.Status.Applied, p.Status.Operations)
+		renderCertificates(n, &p.Status, opts.Now)
 	}
 	renderPublished(n, t.Published)
 	for _, c := range t.Children {
@@ -386,6 +388,35 @@ func renderApplied(parent *node, a *bpav1.AppliedState, ops []bpav1.OperationRec
 		n.add(cell{clean(o.Name), plain}, phaseCell(o.Result), cell{clean(strings.Join(o.Nodes, ",")), plain},
 			cell{fmt.Sprintf("generation %d", o.Generation), dim}, cell{clean("Workflow " + o.Workflow), dim})
 	}
+}
+
+// renderCertificates shows the certificate that expires first (status.certificates is
+// sorted so), in how long, and how many verify read; yellow while CertificatesExpiring is
+// True.
+func renderCertificates(parent *node, st *bpav1.ProvisioningStatus, now time.Time) {
+	if len(st.Certificates) == 0 {
+		return
+	}
+	c := st.Certificates[0]
+	when := "expires in " + duration.HumanDuration(c.NotAfter.Sub(now))
+	if !now.Before(c.NotAfter.Time) {
+		when = "expired " + duration.HumanDuration(now.Sub(c.NotAfter.Time)) + " ago"
+	}
+	style := green
+	if meta.IsStatusConditionTrue(st.Conditions, bpav1.ConditionCertificatesExpiring) {
+		style = yellow
+	}
+	unread := ""
+	if n := len(st.CertificatesUnread); n > 0 {
+		unread = fmt.Sprintf("%d not read", n)
+	}
+	checked := ""
+	if st.CertificatesCheckedAt != nil {
+		checked = "checked " + since(*st.CertificatesCheckedAt, now)
+	}
+	// One cell on the header: a row's cells align with its siblings' (the Workflow's).
+	parent.add(cell{"Certificates", bold}).add(cell{clean(c.Component + " on " + c.Node), plain}, cell{when, style},
+		cell{fmt.Sprintf("earliest of %d", len(st.Certificates)), plain}, cell{unread, yellow}, cell{checked, dim})
 }
 
 func renderPublished(parent *node, refs []Ref) {
