@@ -50,6 +50,11 @@ func TestRunReadsCertificates(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, e.o.run(context.Background(), e.c))
 	t.Logf("verify with certificates against sshd took %v", time.Since(start))
+	for _, l := range e.logs {
+		if strings.HasPrefix(l, "certificates") {
+			t.Log(l)
+		}
+	}
 
 	var r stepio.Certificates
 	data, err := os.ReadFile(e.o.certificatesFile)
