@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -56,10 +57,14 @@ func (e *env) assertCertificates(t *testing.T, p *bpav1.Provisioning, validity t
 	leaf(worker + "/kubelet-client")
 	for _, c := range []string{"ca", "front-proxy-ca"} {
 		require.Contains(t, got, master+"/"+c)
-		assert.WithinDuration(t, checked.AddDate(10, 0, 0), got[master+"/"+c], 72*time.Hour, c)
+		assert.WithinDuration(t, checked.Add(10*365*24*time.Hour), got[master+"/"+c], runTimeout, c) // kubeadm's CAs: ten years
 	}
 	served := got[master+"/"+verify.ServedComponent]
 	assert.True(t, served.After(checked), "the API server serves a chain valid at the check: %v", served)
+	// verify says what it read, from how many hosts, in how long.
+	logs := e.argoLogs(t, p.Status.Workflow.Name)
+	assertLogLines(t, logs, "verify", `certificates: \d+ entries from 2 hosts in \S+; earliest `)
+	t.Log(regexp.MustCompile(`certificates: \d+ entries.*`).FindString(logs))
 
 	expiring := validity < p.Spec.ExpiryWarning()
 	c := meta.FindStatusCondition(p.Status.Conditions, bpav1.ConditionCertificatesExpiring)
