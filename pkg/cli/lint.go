@@ -102,13 +102,17 @@ func (l *linter) lintFile(cmd *cobra.Command, file string) []string {
 		if d.Object == nil {
 			continue
 		}
+		var site translator.Options
 		if p, ok := d.Object.(*bpav1.Provisioning); ok {
 			l.provisionings++
 			if l.applied != nil {
 				p.Status.Applied, p.Status.LastHandledRerun = l.applied.Applied, l.applied.LastHandledRerun
 			}
+			// The site's etcd backup server, as the controller gives the run (a day-2 run
+			// without one is refused): the --policy file's, or none.
+			site.BackupServer, site.BackupServerCA, _ = validation.PolicyFrom(cmd.Context()).BackupServer(p)
 		}
-		wf, err := translator.Translate(d.Object, translator.Options{})
+		wf, err := translator.Translate(d.Object, site)
 		if err == nil && wf != nil {
 			err = validation.ValidateWorkflow(wf)
 		}

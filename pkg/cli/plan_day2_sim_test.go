@@ -11,13 +11,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/test/framework/bpatest"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
@@ -114,16 +117,18 @@ func TestPlanAddWorker(t *testing.T) {
 			assert.Equal(t, "playbooks/facts.yml", argv[len(argv)-1])
 			var change translator.ChangePlan
 			readJSON(t, filepath.Join(dir, "plan.json"), &change)
-			require.Len(t, change.Steps, 1)
-			assert.Equal(t, translator.StepScaleWorkers, change.Steps[0].Name)
-			assert.Equal(t, []string{"worker-2"}, change.Steps[0].Nodes)
+			require.Len(t, change.Steps, 2)
+			assert.Equal(t, translator.StepBackupEtcd, change.Steps[0].Name, "a verified etcd snapshot first")
+			assert.Equal(t, translator.StepScaleWorkers, change.Steps[1].Name)
+			assert.Equal(t, []string{"worker-2"}, change.Steps[1].Nodes)
 		})
 	}
 
 	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1))
 	require.NoError(t, err)
 	for _, want := range []string{
-		"## Step 1/1 scale-workers: add worker worker-2\n## nodes: worker-2\n",
+		"## Step 1/2 backup-etcd: take a verified etcd snapshot before changing the cluster",
+		"## Step 2/2 scale-workers: add worker worker-2\n## nodes: worker-2\n",
 		"\n# 1. facts: gather every host's facts for scale.yml's --limit\n'ansible-playbook' '-i' '/bpa/in/hosts.ini'",
 		"\n# 2. scale: add worker worker-2\n'ansible-playbook' '-i' '/bpa/in/hosts.ini' '--private-key' '/tmp/bpa/ssh/ssh-privatekey' '-u' 'root' '-b' '--limit' 'worker-2' ",
 		"worker-2 ansible_host=10.213.1.13 ip=10.213.1.13\n",
@@ -168,7 +173,7 @@ func TestPlanRemoveWorker(t *testing.T) {
 	}
 	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", appliedMaster, appliedWorker1))
 	require.NoError(t, err)
-	assert.Contains(t, out, "## Step 1/2 remove-workers: worker-1 leave the cluster\n## nodes: worker-1\n## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it")
+	assert.Contains(t, out, "## Step 2/3 remove-workers: worker-1 leave the cluster\n## nodes: worker-1\n## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it")
 	assert.Contains(t, out, "# hosts.ini (-i /tmp/bpa/run/02-hosts.ini, without worker-1)\n")
 }
 
@@ -226,8 +231,9 @@ func TestPlanChain(t *testing.T) {
 	for _, s := range change.Steps {
 		got = append(got, [3]string{s.Name, s.Release, s.Kubernetes})
 	}
-	assert.Equal(t, [][3]string{{"preflight", "", ""}, {"upgrade", "v2.27.1", "1.30.13"}, {"upgrade-2", "v2.27.1", "1.31.9"}, {"upgrade-3", "v2.28.1", "1.32.8"}}, got,
-		"the preflight checks, then one step per hop")
+	assert.Equal(t, [][3]string{{"backup-etcd", "", ""}, {"preflight", "", ""}, {"upgrade", "v2.27.1", "1.30.13"}, {"backup-etcd-2", "", ""},
+		{"upgrade-2", "v2.27.1", "1.31.9"}, {"backup-etcd-3", "", ""}, {"upgrade-3", "v2.28.1", "1.32.8"}}, got,
+		"a snapshot and the preflight checks, then one step per hop, each after a snapshot")
 	for d, want := range map[string]any{"01-upgrade-cluster": "v1.30.13", "02-upgrade-cluster": "v1.31.9", "03-upgrade-cluster": nil} {
 		var op kubespray.Operation
 		readJSON(t, filepath.Join(dir, d, "operation.json"), &op)
@@ -238,12 +244,14 @@ func TestPlanChain(t *testing.T) {
 	out, err := plan(t, "-f", cr, "--bmh", day2BMH, "--applied", applied)
 	require.NoError(t, err)
 	for _, want := range []string{
-		"# Plan: 4 step(s), to kubespray v2.28.1 and Kubernetes 1.32.8\n",
-		"## Step 1/4 preflight: ",
-		"## Step 2/4 upgrade: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 1 of 3: kubespray v2.27.0 → v2.27.1 and Kubernetes 1.29.5 → 1.30.13\n" +
+		"# Plan: 7 step(s), to kubespray v2.28.1 and Kubernetes 1.32.8\n",
+		"## Step 1/7 backup-etcd: ",
+		"## Step 2/7 preflight: ",
+		"## Step 4/7 backup-etcd-2: ",
+		"## Step 3/7 upgrade: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 1 of 3: kubespray v2.27.0 → v2.27.1 and Kubernetes 1.29.5 → 1.30.13\n" +
 			"## runs in quay.io/kubespray/kubespray:v2.27.1: kubespray v2.27.1 takes the cluster to Kubernetes 1.30.13;",
-		"## Step 3/4 upgrade-2: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 2 of 3: Kubernetes 1.30.13 → 1.31.9 with kubespray v2.27.1\n",
-		"## Step 4/4 upgrade-3: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 3 of 3: kubespray v2.27.1 → v2.28.1 and Kubernetes 1.31.9 → 1.32.8\n" +
+		"## Step 5/7 upgrade-2: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 2 of 3: Kubernetes 1.30.13 → 1.31.9 with kubespray v2.27.1\n",
+		"## Step 7/7 upgrade-3: upgrade kubespray v2.27.0 → v2.28.1 and Kubernetes 1.29.5 → 1.32.8, hop 3 of 3: kubespray v2.27.1 → v2.28.1 and Kubernetes 1.31.9 → 1.32.8\n" +
 			"## runs in quay.io/kubespray/kubespray:v2.28.1:",
 		`'{"drain_grace_period":300,"drain_retries":3,"drain_timeout":"360s","kube_version":"v1.31.9"}'`,
 	} {
@@ -257,15 +265,22 @@ func TestPlanChain(t *testing.T) {
 		}
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
-	require.Len(t, doc.Steps, 4)
-	assert.Equal(t, "quay.io/kubespray/kubespray:v2.27.1", doc.Steps[2].Image)
-	assert.Equal(t, "quay.io/kubespray/kubespray:v2.28.1", doc.Steps[3].Image)
+	require.Len(t, doc.Steps, 7)
+	assert.Equal(t, "quay.io/kubespray/kubespray:v2.27.1", doc.Steps[4].Image)
+	assert.Equal(t, "quay.io/kubespray/kubespray:v2.28.1", doc.Steps[6].Image)
 
 	// bpa lint --applied plans as plan and the controller do: the chain passes, a jump no
 	// recorded release bridges is refused with the same rule and message.
+	// A day-2 run takes an etcd snapshot first: without a backup server in the site
+	// policy it is refused, naming the field; with one it passes.
 	out, err = lint("-f", cr, "--applied", applied)
+	require.Error(t, err)
+	assert.Contains(t, out, "spec.etcdBackup.beforeDay2: ")
+	assert.Contains(t, out, "("+bpav1.ReasonNoBackupServer+")")
+	withBackups := backupPolicy(t)
+	out, err = lint("-f", cr, "--applied", applied, "--policy", withBackups)
 	require.NoError(t, err, out)
-	out, err = lint("-f", cr, "--applied", appliedFileAt(t, p, "v2.25.0", "1.30.4", appliedMaster, appliedWorker1, appliedWorker2))
+	out, err = lint("-f", cr, "--policy", withBackups, "--applied", appliedFileAt(t, p, "v2.25.0", "1.30.4", appliedMaster, appliedWorker1, appliedWorker2))
 	require.Error(t, err)
 	assert.Contains(t, out, "spec.kubespray.version: no kubespray v2.26 release in pkg/kubespray")
 	assert.Contains(t, out, "("+bpav1.ReasonSkippedMinor+")")
@@ -328,9 +343,10 @@ func TestPlanRemoveEtcdMasters(t *testing.T) {
 			assert.Equal(t, []string{"01-remove-node", "02-remove-node", "03-cluster"}, CheckPlanDir(t, dir, "quay.io/kubespray/kubespray:"+release))
 			var change translator.ChangePlan
 			readJSON(t, filepath.Join(dir, "plan.json"), &change)
-			require.Len(t, change.Steps, 3)
-			assert.Equal(t, []string{"master-2"}, change.Steps[0].Nodes)
-			assert.Equal(t, []string{"master-3"}, change.Steps[1].Nodes)
+			require.Len(t, change.Steps, 4)
+			assert.Equal(t, translator.StepBackupEtcd, change.Steps[0].Name)
+			assert.Equal(t, []string{"master-2"}, change.Steps[1].Nodes)
+			assert.Equal(t, []string{"master-3"}, change.Steps[2].Nodes)
 			var argv []string
 			readJSON(t, filepath.Join(dir, "02-remove-node", "argv.json"), &argv)
 			assert.Contains(t, argv[11], `"ignore_assert_errors":"yes"`)
@@ -342,9 +358,9 @@ func TestPlanRemoveEtcdMasters(t *testing.T) {
 	}
 	out, err := plan(t, "-f", file, "--bmh", day2BMH, "--applied", appliedFile(t, "applied", p, "1.32.5", master, m2, m3))
 	require.NoError(t, err)
-	assert.Contains(t, out, "## Step 1/3 remove-control-plane: master-2 leave the cluster\n")
-	assert.Contains(t, out, "## Step 2/3 remove-control-plane-2: master-3 leave the cluster\n")
-	assert.Contains(t, out, "## Step 3/3 reconfigure-etcd: etcd member master-2, master-3 left")
+	assert.Contains(t, out, "## Step 2/4 remove-control-plane: master-2 leave the cluster\n")
+	assert.Contains(t, out, "## Step 3/4 remove-control-plane-2: master-3 leave the cluster\n")
+	assert.Contains(t, out, "## Step 4/4 reconfigure-etcd: etcd member master-2, master-3 left")
 }
 
 // A PodSubnet change on a built cluster is refused, naming the field and the rule, and
@@ -387,6 +403,19 @@ func TestLintAppliedImmutableSetting(t *testing.T) {
 }
 
 // lint runs `bpa lint args...`, its output and errors in one string.
+// backupPolicy writes a site policy naming an etcd backup server (with its name-constrained
+// CA), for `bpa lint --policy`.
+func backupPolicy(t *testing.T) string {
+	const server = "https://backups.site:8443"
+	pol := bpav1.BPAPolicy{TypeMeta: metav1.TypeMeta{APIVersion: bpav1.GroupVersion.String(), Kind: "BPAPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: bpav1.PolicyName},
+		Spec: bpav1.BPAPolicySpec{EtcdBackupServer: server, ArtifactServers: []bpav1.ArtifactServer{{URL: server, CABundle: string(nodetrusttest.NewCA(t, []string{"backups.site"}).PEM)}}}}
+	data, err := yaml.Marshal(pol)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(file, data, 0o644))
+	return file
+}
+
 func lint(args ...string) (string, error) {
 	root := cli.NewRootCommand()
 	var out strings.Builder

@@ -60,7 +60,12 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) err
 			observe: observeProvisioning,
 			stepsOf: observe.ProvisioningSteps,
 			report: func(obj, before runObject) {
-				reportOperations(mgr.GetEventRecorderFor("bpa-controller"), obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
+				rec := mgr.GetEventRecorderFor("bpa-controller")
+				reportOperations(rec, obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Operations)
+				reportCertificates(rec, obj.(*bpav1.Provisioning), before.(*bpav1.Provisioning).Status.Conditions)
+			},
+			timed: func(obj runObject) time.Duration {
+				return certificatesExpiring(obj.(*bpav1.Provisioning), time.Now())
 			},
 		},
 	}
@@ -120,6 +125,7 @@ func observeProvisioning(obj runObject, cluster string, wf *wfv1.Workflow, o obs
 	p := obj.(*bpav1.Provisioning)
 	observePlan(p, wf, o)
 	mergeBackups(p, wf, o.Backups)
+	observeCertificates(p, o)
 	for _, s := range o.Steps {
 		if s.Name == "publish-kubeconfig" && s.Phase == string(wfv1.NodeSucceeded) {
 			p.Status.KubeconfigSecretName = kubeconfig.PublishedSecretName(cluster)

@@ -71,6 +71,9 @@ type runKind struct {
 	settle func(ctx context.Context, obj runObject, cluster string) error
 	// report emits the kind's own events for what changed since before.
 	report func(obj, before runObject)
+	// timed updates what the status says that changes with time alone (a Provisioning's
+	// CertificatesExpiring), and says when to look again; 0: no need.
+	timed func(obj runObject) time.Duration
 	// finalize removes what the CR's runs created, before the finalizer goes.
 	finalize func(ctx context.Context, obj runObject) error
 	// reset runs before the CR's Workflows are deleted and finalize releases its hosts;
@@ -108,6 +111,11 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	before := obj.DeepCopyObject().(runObject)
 	var res ctrl.Result
 	err := r.reconcileRun(ctx, obj, &res)
+	if r.kind.timed != nil {
+		if d := r.kind.timed(obj); d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+			res.RequeueAfter = d
+		}
+	}
 	if perr := r.writeStatus(ctx, before, obj); perr != nil {
 		// A conflict means our view was stale: nothing is reported, the retry sees the truth.
 		return ctrl.Result{}, perr
@@ -117,8 +125,9 @@ func (r *runReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.kind.report(obj, before)
 	}
 	// Errors requeue with controller-runtime's exponential backoff; success waits for the
-	// next Workflow or CR event. The one timer: a refusal that lifts without any object BPA
-	// watches changing (a Secret created or labelled later), looked at again now and then.
+	// next Workflow or CR event. The timers: a refusal that lifts without any object BPA
+	// watches changing (a Secret created or labelled later), looked at again now and then;
+	// and what changes with time alone (timed).
 	return res, err
 }
 

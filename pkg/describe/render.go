@@ -13,6 +13,7 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/workflow/packer"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,6 +126,7 @@ func renderTree(parent *node, t *Tree, opts Options) {
 	if p, ok := t.Object.(*bpav1.Provisioning); ok {
 		renderApplied(n, p.Status.Applied, p.Status.Operations)
 		renderBackups(n, p.Status.Backups, opts.Now)
+		renderCertificates(n, &p.Status, opts.Now)
 	}
 	renderPublished(n, t.Published)
 	for _, c := range t.Children {
@@ -401,6 +403,35 @@ func renderBackups(parent *node, backups []bpav1.BackupStatus, now time.Time) {
 		n.add(cell{clean(b.Name), plain}, cell{since(b.TakenAt, now), plain}, cell{fmt.Sprintf("revision %d", b.Revision), dim},
 			cell{artifacts.HumanBytes(b.Size), dim}, cell{clean("from " + b.Member), dim}, cell{clean("Workflow " + b.Workflow), dim})
 	}
+}
+
+// renderCertificates shows the certificate that expires first (status.certificates is
+// sorted so), in how long, and how many verify read; yellow while CertificatesExpiring is
+// True.
+func renderCertificates(parent *node, st *bpav1.ProvisioningStatus, now time.Time) {
+	if len(st.Certificates) == 0 {
+		return
+	}
+	c := st.Certificates[0]
+	when := "expires in " + duration.HumanDuration(c.NotAfter.Sub(now))
+	if !now.Before(c.NotAfter.Time) {
+		when = "expired " + duration.HumanDuration(now.Sub(c.NotAfter.Time)) + " ago"
+	}
+	style := green
+	if meta.IsStatusConditionTrue(st.Conditions, bpav1.ConditionCertificatesExpiring) {
+		style = yellow
+	}
+	unread := ""
+	if n := len(st.CertificatesUnread); n > 0 {
+		unread = fmt.Sprintf("%d not read", n)
+	}
+	checked := ""
+	if st.CertificatesCheckedAt != nil {
+		checked = "checked " + since(*st.CertificatesCheckedAt, now)
+	}
+	// One cell on the header: a row's cells align with its siblings' (the Workflow's).
+	parent.add(cell{"Certificates", bold}).add(cell{clean(c.Component + " on " + c.Node), plain}, cell{when, style},
+		cell{fmt.Sprintf("earliest of %d", len(st.Certificates)), plain}, cell{unread, yellow}, cell{checked, dim})
 }
 
 func renderPublished(parent *node, refs []Ref) {

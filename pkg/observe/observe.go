@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
 // stepAliases maps the names of ad-hoc template tasks onto the controller's step names, so
@@ -45,6 +46,9 @@ type Observation struct {
 	// Backups are the etcd snapshots the run's backup-etcd steps stored (their backup
 	// output), oldest first.
 	Backups []bpav1.BackupStatus
+	// Certificates is what a verify that succeeded read of the cluster's certificates; nil
+	// when it did not run, failed, or wrote nothing.
+	Certificates *stepio.Certificates
 }
 
 // Workflow observes a Workflow whose DAG runs steps. It decompresses status.compressedNodes with Argo's packer; when
@@ -107,6 +111,9 @@ func Workflow(wf *wfv1.Workflow, steps []string) Observation {
 				break
 			}
 		}
+	}
+	if n, ok := byStep["verify"]; ok && n.Phase == wfv1.NodeSucceeded {
+		o.Certificates = certificatesOutput(n)
 	}
 	if n, ok := byStep["install-software"]; ok {
 		o.HostSoftware = hostSoftware(nodes, n)
@@ -236,6 +243,25 @@ func hostsOutput(n wfv1.NodeStatus) ([]bpav1.HostStatus, bool) {
 		return hosts, true
 	}
 	return nil, false
+}
+
+// certificatesOutput reads verify's certificates output; nil when it has none (a verify
+// older than the output, or one that found nothing to read).
+func certificatesOutput(n wfv1.NodeStatus) *stepio.Certificates {
+	if n.Outputs == nil {
+		return nil
+	}
+	for _, p := range n.Outputs.Parameters {
+		if p.Name != "certificates" || p.Value == nil {
+			continue
+		}
+		var c stepio.Certificates
+		if err := json.Unmarshal([]byte(p.Value.String()), &c); err != nil || c.CheckedAt.IsZero() {
+			return nil
+		}
+		return &c
+	}
+	return nil
 }
 
 // hostSoftware collects the per-host results of the install-software fan-out: the result a

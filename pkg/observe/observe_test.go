@@ -77,3 +77,34 @@ func TestObserveSoftwareFanOut(t *testing.T) {
 	assert.Equal(t, "Failed", o.HostSoftware[1].Phase)
 	assert.Equal(t, "dial tcp 127.0.1.9:22: connection refused", o.HostSoftware[1].Message)
 }
+
+// TestObserveCertificates reads verify's certificates output when verify succeeded, and
+// nothing from a failed verify or one without the output (the template's default, {}).
+func TestObserveCertificates(t *testing.T) {
+	out := `{"checkedAt":"2026-11-01T10:08:00Z","certificates":[{"node":"master-1","component":"apiserver","notAfter":"2027-11-01T10:05:00Z","subject":"kube-apiserver"}],"problems":["w1 (127.0.1.9): unreachable"]}`
+	for name, tc := range map[string]struct {
+		phase wfv1.NodePhase
+		value string
+		want  bool
+	}{
+		"succeeded": {wfv1.NodeSucceeded, out, true},
+		"failed":    {wfv1.NodeFailed, out, false},
+		"no output": {wfv1.NodeSucceeded, "{}", false},
+		"not json":  {wfv1.NodeSucceeded, "garbage", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			wf := observetest.FailedProvisioning()
+			wf.Status.Nodes["v"] = observetest.WithOutput(observetest.Node("v", "verify", wfv1.NodeTypeRetry, tc.phase, 8), "certificates", tc.value)
+			o := observe.Workflow(wf, translator.ProvisioningSteps)
+			if !tc.want {
+				assert.Nil(t, o.Certificates)
+				return
+			}
+			require.NotNil(t, o.Certificates)
+			require.Len(t, o.Certificates.Certificates, 1)
+			assert.Equal(t, "apiserver", o.Certificates.Certificates[0].Component)
+			assert.Equal(t, []string{"w1 (127.0.1.9): unreachable"}, o.Certificates.Problems)
+			assert.True(t, observetest.At(8).Time.Equal(o.Certificates.CheckedAt.Time), "%v", o.Certificates.CheckedAt)
+		})
+	}
+}

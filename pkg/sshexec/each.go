@@ -17,6 +17,12 @@ const Parallel = 32
 // returns each target's output and error in the targets' order. A dial error is the
 // target's error (IsNetworkFailure tells an unreachable host).
 func OnEach(ctx context.Context, targets []Target, cfg Config, fn func(context.Context, *Client) (string, error)) ([]string, []error) {
+	return OnEachTarget(ctx, targets, cfg, func(ctx context.Context, c *Client, _ Target) (string, error) { return fn(ctx, c) })
+}
+
+// OnEachTarget is OnEach for a command that depends on the host: fn is also given the
+// target it runs on.
+func OnEachTarget(ctx context.Context, targets []Target, cfg Config, fn func(context.Context, *Client, Target) (string, error)) ([]string, []error) {
 	out, errs := make([]string, len(targets)), make([]error, len(targets))
 	sem := make(chan struct{}, Parallel)
 	var wg sync.WaitGroup
@@ -30,7 +36,7 @@ func OnEach(ctx context.Context, targets []Target, cfg Config, fn func(context.C
 				return
 			}
 			defer c.Close()
-			out[i], errs[i] = fn(ctx, c)
+			out[i], errs[i] = fn(ctx, c, t)
 		})
 	}
 	wg.Wait()

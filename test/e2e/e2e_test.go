@@ -462,6 +462,9 @@ func (e *env) assertReleased(t *testing.T, p *bpav1.Provisioning, names []string
 
 func (e *env) scenarioLateLease(t *testing.T) {
 	p := e.newCluster(t, "late-lease", 110, 1, 1)
+	// Certificates that expire in 10 days, within the 30 days' warning.
+	e.shortCertificates(t, 10*24*time.Hour)
+	p.Spec.Certificates = &bpav1.CertificatesConfig{ExpiryWarningDays: 30}
 	late := &metal3v1.BareMetalHost{}
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: "late-lease-w1"}, late))
 	ip := late.Status.HardwareDetails.NIC[0].IP
@@ -484,6 +487,7 @@ func (e *env) scenarioLateLease(t *testing.T) {
 	require.NoError(t, e.Client.Status().Update(e.ctx, late))
 	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
 	e.assertProvisioned(t, got)
+	e.assertCertificates(t, got, 10*24*time.Hour)
 }
 
 // ---- scenario c: kubespray fails, then `argo retry` ----

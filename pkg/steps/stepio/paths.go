@@ -47,6 +47,9 @@ const (
 	BackupFile = "backup.json"
 	// BackupServerCAFile is the site policy's CA for the etcd backup server (PEM).
 	BackupServerCAFile = "backup-server-ca.pem"
+	// CertificatesFile is verify's reading of the cluster's certificates (Certificates),
+	// which the controller mirrors into status.certificates.
+	CertificatesFile = "certificates.json"
 )
 
 // ScratchDir is where a step writes what is its own and large (backup-etcd's snapshot and
@@ -56,7 +59,7 @@ const ScratchDir = "/tmp/bpa/scratch"
 // Files lists every file name above: the templates may name no other under InDir or OutDir
 // (besides lookup's one file per parameter, Out(parameter)).
 var Files = []string{HostsFile, InventoryFile, ExtraVarsFile, OperationsFile, ArtifactsCAFile,
-	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, BackupServerCAFile}
+	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, BackupServerCAFile, CertificatesFile}
 
 // In is where a step finds its input name.
 func In(name string) string { return path.Join(InDir, name) }

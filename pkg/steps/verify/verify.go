@@ -14,6 +14,10 @@
 //     --timeout. On timeout the step fails with the sorted list of what is wrong; a removed
 //     host's Node still there fails it at once (kubespray deletes it within its run).
 //  4. Stage the kubeconfig for publish-kubeconfig.
+//  5. Read the expiry of the cluster's certificates (certs.go): the files kubeadm and
+//     kubespray leave on each kept host, over SSH, and the chain the API server serves;
+//     write them as the certificates output, which the controller mirrors into
+//     status.certificates. What cannot be read is reported there, and does not fail the step.
 //
 // # Handing the kubeconfig over
 //
@@ -86,6 +90,7 @@ func Command() *cobra.Command {
 			fs.BoolVar(&o.afterUpgrade, "after-upgrade", false, "the run upgraded the cluster: a node not Ready at --kubernetes-version for --upgrade-grace fails the step at once (NodeNotUpgraded)")
 			fs.DurationVar(&o.upgradeGrace, "upgrade-grace", 90*time.Second, "how long, after an upgrade, a node may stay behind (not Ready, or another kubelet) before the step fails")
 			fs.DurationVar(&o.pollInterval, "poll-interval", 10*time.Second, "time between checks")
+			fs.StringVar(&o.certificatesFile, "certificates-file", stepio.Out(stepio.CertificatesFile), "where to write the cluster's certificates and their expiry (JSON), once the checks pass")
 			o.ssh.AddFlags(fs)
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error { return o.run(ctx, c) },
@@ -95,6 +100,7 @@ func Command() *cobra.Command {
 type options struct {
 	cr                        stepio.CR
 	hostsFile                 string
+	certificatesFile          string
 	kubernetesVersion         string
 	workflowName, workflowUID string
 	timeout, pollInterval     time.Duration
@@ -139,7 +145,9 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 		return err
 	}
 
-	conf, err := o.fetchAdminConf(ctx, master, p.Spec.SSH)
+	sshCfg := o.ssh.Config(o.flags, p.Spec.SSH)
+	sshCfg.Logf = o.logf
+	conf, err := kubeconfig.FetchAdmin(ctx, master, sshCfg)
 	if err != nil {
 		return err
 	}
@@ -156,14 +164,10 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err := o.waitHealthy(ctx, cs, hosts, kubelet); err != nil {
 		return err
 	}
-	return o.stage(ctx, c, p, cluster, conf)
-}
-
-// fetchAdminConf reads admin.conf from the master and rebuilds it, pointed at the master's IP.
-func (o *options) fetchAdminConf(ctx context.Context, master bpav1.HostStatus, crSSH *bpav1.SSHConfig) ([]byte, error) {
-	cfg := o.ssh.Config(o.flags, crSSH)
-	cfg.Logf = o.logf
-	return kubeconfig.FetchAdmin(ctx, master, cfg)
+	if err := o.stage(ctx, c, p, cluster, conf); err != nil {
+		return err
+	}
+	return o.checkCertificates(ctx, hosts, sshCfg, rc, master.Name)
 }
 
 // waitHealthy polls Check until nothing is missing or ctx ends, then reports the last

@@ -216,6 +216,7 @@ func newEnv(t *testing.T, objects ...runtime.Object) *env {
 	t.Helper()
 	e := &env{sim: simhost.NewCluster(t), cs: fake.NewClientset(objects...)}
 	m1 := e.sim.Start("master-1", "127.0.1.40")
+	e.sim.Port = m1.Port // one port for the CR's hosts, as on a site
 	m2 := e.sim.Start("master-2", "127.0.1.41")
 	e.masters = []*simhost.Host{m1, m2}
 	// A second, hostile user that admin.conf's context does not use: it must not travel on.
@@ -239,7 +240,8 @@ func newEnv(t *testing.T, objects ...runtime.Object) *env {
 	fs := pflag.NewFlagSet("verify", pflag.ContinueOnError)
 	e.o = &options{
 		cr: stepio.CR{Namespace: "bpa", Name: "prov"}, hostsFile: hostsFile,
-		workflowName: "prov-provision-1", workflowUID: "wf-uid",
+		certificatesFile: filepath.Join(filepath.Dir(hostsFile), "certificates.json"),
+		workflowName:     "prov-provision-1", workflowUID: "wf-uid",
 		timeout: 5 * time.Second, pollInterval: 50 * time.Millisecond,
 		flags: fs,
 		logf: func(format string, args ...any) {

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/akraino-edge-stack/bpa/test/framework"
+	"github.com/akraino-edge-stack/bpa/test/framework/simcerts"
 )
 
 // Environment the rig gives the step container that runs the stand-in kubespray.
@@ -57,6 +58,10 @@ const (
 	// EnvCheckOnly stops every playbook after its checks, with facts set from the
 	// inventory instead of gathered: for checking `bpa plan`'s output without hosts.
 	EnvCheckOnly = "BPA_SIM_CHECK_ONLY"
+	// EnvCertValidity (simcerts.EnvValidity) is how long the leaf certificates the
+	// simulated kubeadm writes last, a Go duration; empty means a year. A site sets it
+	// through its kubespray containers' environment (sim.Site.SetKubesprayEnv).
+	EnvCertValidity = simcerts.EnvValidity
 )
 
 // Container is what one run-kubespray container of the rig is given.

@@ -11,7 +11,7 @@
 //     address on a real node's bridge, in a network namespace of its own that routes
 //     nowhere else (Network), where the node's pods reach it as they reach a site's machines;
 //   - in its own mount and PID namespaces (unshare), where a per-host directory is bind-mounted
-//     on /etc/kubernetes, so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
+//     on /etc/kubernetes (and one on /var/lib/kubelet/pki, the kubelet's certificates), so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
 //     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
 //     serve as the mount point);
 //   - with apt source and keyring directories of its own (/etc/apt/sources.list.d,
@@ -197,7 +197,7 @@ func (h *Host) setUp(t framework.T) {
 	h.hostKey = signer.PublicKey()
 	writeFile(t, h.path("ssh_host_ed25519_key"), priv, 0o600)
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
-	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences"} {
+	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences", "kubelet-pki"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
 			t.Fatalf("%v", err)
 		}
@@ -398,11 +398,12 @@ var hostMounts = map[string]string{
 	"kubernetes": "/etc/kubernetes", "bpa": "/etc/bpa", "local-ca-certificates": "/usr/local/share/ca-certificates",
 	"ssl-certs": "/etc/ssl/certs", "ca-hooks": "/etc/ca-certificates/update.d",
 	"apt-keyrings": "/etc/apt/keyrings", "apt-sources": "/etc/apt/sources.list.d", "apt-preferences": "/etc/apt/preferences.d",
+	"kubelet-pki": "/var/lib/kubelet/pki",
 }
 
 // File is where the test reads the file the host sees at path, under one of its own
 // directories (/etc/kubernetes, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs,
-// /etc/apt/keyrings, /etc/apt/sources.list.d, /etc/apt/preferences.d).
+// /etc/apt/keyrings, /etc/apt/sources.list.d, /etc/apt/preferences.d, /var/lib/kubelet/pki).
 func (h *Host) File(path string) string {
 	for dir, at := range hostMounts {
 		if rest, ok := strings.CutPrefix(path, at+"/"); ok {

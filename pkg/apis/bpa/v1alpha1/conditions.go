@@ -31,6 +31,21 @@ const (
 	// spec.etcdBackup.schedule failed (False, ReasonEtcdBackupFailed or
 	// ReasonNoBackupServer). It does not hold up Ready: the cluster is as the spec asks.
 	ConditionEtcdBackedUp = "EtcdBackedUp"
+	// ConditionCertificatesExpiring is True when a certificate of status.certificates
+	// expires within spec.certificates.expiryWarningDays (or has expired), its message naming
+	// the earliest (node, component, date); False when none does. The controller looks
+	// again when it would turn True, without a new run. It does not affect Ready.
+	ConditionCertificatesExpiring = "CertificatesExpiring"
+)
+
+// Reasons of ConditionCertificatesExpiring.
+const (
+	// ReasonCertificateExpiring: a certificate expires within the warning period.
+	ReasonCertificateExpiring = "CertificateExpiring"
+	// ReasonCertificateExpired: a certificate's notAfter has passed.
+	ReasonCertificateExpired = "CertificateExpired"
+	// ReasonCertificatesValid: every certificate read outlives the warning period.
+	ReasonCertificatesValid = "CertificatesValid"
 )
 
 // ReasonBackupVerified is ConditionEtcdBackedUp's True reason.

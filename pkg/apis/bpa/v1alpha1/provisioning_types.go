@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -311,6 +313,11 @@ type ProvisioningSpec struct {
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
+	// Certificates says when the cluster's certificates, which verify reads after every
+	// run (status.certificates), count as expiring.
+	// +optional
+	Certificates *CertificatesConfig `json:"certificates,omitempty"`
+
 	// EtcdBackup says when BPA snapshots the cluster's etcd. Every snapshot is proven
 	// before it counts: restored into a scratch etcd inside the step, which must serve a key
 	// written just before the snapshot. Snapshots go to the etcd backup server the site
@@ -387,6 +394,30 @@ type BackupStatus struct {
 	// Workflow is the run that took it.
 	// +optional
 	Workflow string `json:"workflow,omitempty"`
+}
+
+// CertificatesConfig tunes the CertificatesExpiring condition.
+type CertificatesConfig struct {
+	// ExpiryWarningDays: the condition CertificatesExpiring turns True this many days
+	// before the earliest notAfter of status.certificates. kubeadm's leaf certificates last
+	// a year and its CAs ten, so the default, 30, leaves a month to renew.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=365
+	ExpiryWarningDays int32 `json:"expiryWarningDays,omitempty"`
+}
+
+// DefaultExpiryWarningDays is ExpiryWarningDays when the spec leaves it out.
+const DefaultExpiryWarningDays = 30
+
+// ExpiryWarning is how long before a certificate's notAfter it counts as expiring.
+func (s *ProvisioningSpec) ExpiryWarning() time.Duration {
+	days := int32(DefaultExpiryWarningDays)
+	if s.Certificates != nil && s.Certificates.ExpiryWarningDays > 0 {
+		days = s.Certificates.ExpiryWarningDays
+	}
+	return time.Duration(days) * 24 * time.Hour
 }
 
 // DeletionPolicy is Retain or Reset.
@@ -529,6 +560,52 @@ type ProvisioningStatus struct {
 	// started, so that each time is taken once.
 	// +optional
 	LastScheduledBackup *metav1.Time `json:"lastScheduledBackup,omitempty"`
+
+	// Certificates are the expiry dates of the cluster's certificates as the last
+	// successful verify read them over SSH (docs/protecting.md#certificates): one entry per
+	// control-plane node and component; for the other nodes, one per component, the
+	// earliest of them all, naming the node that has it; and the chain the API server
+	// serves. Sorted by notAfter, earliest first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=320
+	Certificates []CertificateStatus `json:"certificates,omitempty"`
+
+	// CertificatesCheckedAt is when verify read status.certificates.
+	// +optional
+	CertificatesCheckedAt *metav1.Time `json:"certificatesCheckedAt,omitempty"`
+
+	// CertificatesUnread name the hosts (or the served chain) whose certificates that
+	// verify could not read, and why; their certificates are missing from the list.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=21
+	CertificatesUnread []string `json:"certificatesUnread,omitempty"`
+}
+
+// MaxCertificates bounds status.certificates (the CRD's MaxItems spells the same number): at
+// most one entry per component for each of the 15 masters, one per component for all the
+// workers together, and the served chain.
+const MaxCertificates = 320
+
+// CertificateStatus is the earliest-expiring certificate of one component on one node.
+type CertificateStatus struct {
+	// Node is the inventory name of the node the file is on (for the served chain: the
+	// master whose API server was asked).
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// Component names the certificate as kubeadm and kubespray do: ca, apiserver,
+	// apiserver-kubelet-client, front-proxy-ca, front-proxy-client, etcd-ca, etcd-member,
+	// etcd-admin, etcd-node, admin.conf, kubelet-client, ..., and apiserver-served for the
+	// chain the API server presents.
+	// +kubebuilder:validation:MaxLength=64
+	Component string `json:"component"`
+	// NotAfter is when the certificate expires.
+	NotAfter metav1.Time `json:"notAfter"`
+	// Subject is the certificate's subject common name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Subject string `json:"subject,omitempty"`
 }
 
 // AppliedState is the cluster as the operations that succeeded left it.

@@ -13,6 +13,7 @@
 //	agent kubeadm-config --kubeconfig F --version V [--cluster-name C --dns-domain D --service-subnet S --pod-subnet P]
 //	                 kubeadm init's (all flags) or upgrade apply's (--version only) kube-system/kubeadm-config
 //	agent downloads  --release R --kube K --arch M --vars JSON         prints "ca url" per line
+//	agent certs      --node N [--control-plane] [--validity D]         writes the node's certificates (simcerts)
 //
 // It holds no rule of kubespray's: what a run may do is decided by the playbooks.
 package main
@@ -24,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -38,6 +40,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/test/framework/simcerts"
 )
 
 func main() {
@@ -62,7 +65,8 @@ type flags struct {
 	release, kube, arch, vars          string
 	clusterName, dnsDomain             string
 	serviceSubnet, podSubnet           string
-	ungraceful                         bool
+	ungraceful, controlPlane           bool
+	validity                           string
 }
 
 func run(ctx context.Context, cmd string, args []string) (string, error) {
@@ -77,6 +81,8 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 	fs.StringVar(&f.arch, "arch", "", "")
 	fs.StringVar(&f.vars, "vars", "{}", "")
 	fs.BoolVar(&f.ungraceful, "ungraceful", false, "")
+	fs.BoolVar(&f.controlPlane, "control-plane", false, "")
+	fs.StringVar(&f.validity, "validity", "", "")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "")
 	fs.StringVar(&f.dnsDomain, "dns-domain", "", "")
 	fs.StringVar(&f.serviceSubnet, "service-subnet", "", "")
@@ -84,8 +90,11 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 	if err := fs.Parse(args); err != nil {
 		return "", err
 	}
-	if cmd == "downloads" {
+	switch cmd {
+	case "downloads":
 		return downloads(f)
+	case "certs":
+		return certs(f)
 	}
 	data, err := os.ReadFile(f.kubeconfig)
 	if err != nil {
@@ -322,4 +331,36 @@ func downloads(f flags) (string, error) {
 		return "", errors.New("the release downloads nothing")
 	}
 	return strings.Join(lines, "\n"), nil
+}
+
+// certs writes the certificates kubeadm init/join and the kubelet's TLS bootstrap leave on
+// the node, where none are yet: like kubeadm, a second run keeps the ones there. The leaves
+// last --validity (a Go duration; empty: a year, kubeadm's).
+func certs(f flags) (string, error) {
+	validity := simcerts.DefaultValidity
+	if f.validity != "" {
+		d, err := time.ParseDuration(f.validity)
+		if err != nil {
+			return "", fmt.Errorf("--validity: %w", err)
+		}
+		validity = d
+	}
+	files, err := simcerts.Files(f.node, f.controlPlane, validity, time.Now())
+	if err != nil {
+		return "", err
+	}
+	written := 0
+	for path, data := range files {
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return "", err
+		}
+		written++
+	}
+	return fmt.Sprintf("%d certificates written", written), nil
 }
