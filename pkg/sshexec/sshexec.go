@@ -100,6 +100,20 @@ func (c *Client) Addr() string { return c.addr }
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// DialContext opens a TCP connection from the host to addr (host:port as the host sees it:
+// 127.0.0.1:2379 is the host's own loopback) through the SSH connection, a direct-tcpip
+// channel as `ssh -L` opens: for a service that listens on the host only, such as
+// kubespray's etcd on an etcd host. network must be "tcp" (or "tcp4", "tcp6"). The host's
+// sshd must allow it (AllowTcpForwarding yes, OpenSSH's default, or local); ctx bounds the
+// opening only, and the connection ends with the client.
+func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.conn.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: connecting to %s from the host: %w", c.addr, addr, orCtxErr(ctx, err))
+	}
+	return conn, nil
+}
+
 // Dial connects to host (an IP address or name) and authenticates with the key file.
 func Dial(ctx context.Context, host string, cfg Config) (*Client, error) {
 	if host == "" {

@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -464,5 +467,72 @@ func TestStalledHostReturnsWhenTheContextEnds(t *testing.T) {
 				t.Fatalf("still waiting on a host stalled at %s %v after its context was cancelled", tc.stall, guard)
 			}
 		})
+	}
+}
+
+// TestDialContextReachesTheHostsLoopback: a connection opened through the SSH connection
+// carries bytes both ways to a server the host reaches at the address given, and ends with
+// the SSH connection (a direct one would not); a port nothing listens on is an error that
+// the host's sshd logged, as is a context already ended.
+func TestDialContextReachesTheHostsLoopback(t *testing.T) {
+	h := simhost.Start(t, "h", "127.0.1.31")
+	c := dial(t, h, config(h))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				b := make([]byte, 4)
+				_, _ = io.ReadFull(conn, b)
+				_, _ = conn.Write(append([]byte("re:"), b...))
+				_, _ = io.Copy(io.Discard, conn) // until the client's side ends
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	if _, err := c.DialContext(ctx, "tcp", addr); err == nil || !strings.Contains(err.Error(), addr) {
+		t.Errorf("DialContext to %s, where nothing listens: %v, want an error naming it", addr, err)
+	}
+	if want := "connect_to 127.0.0.1 port " + strconv.Itoa(closed.Addr().(*net.TCPAddr).Port) + ": failed"; !strings.Contains(h.SSHDLog(), want) {
+		t.Errorf("the host's sshd did not try the address (no %q in its log)", want)
+	}
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if _, err := c.DialContext(done, "tcp", l.Addr().String()); !errors.Is(err, context.Canceled) {
+		t.Errorf("DialContext with an ended context: %v, want context.Canceled", err)
+	}
+
+	conn, err := c.DialContext(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatalf("DialContext: %v", err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 7)
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "re:ping" {
+		t.Fatalf("read %q, %v; want re:ping", got, err)
+	}
+	c.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(got); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection outlived the SSH connection (read: %v): it did not go through it", err)
 	}
 }

@@ -33,13 +33,10 @@ type AppEtcd struct {
 	DataDir string
 
 	rig     *Rig
-	name    string // the processes' and logs' name: "<app>-etcd", "<app>-etcd-2" after a restart
-	apiCert string // the apiserver's client certificate and key
+	run     restartable // "<app>-etcd"
+	apiCert string      // the apiserver's client certificate and key
 	apiKey  string
 	spec    etcdSpec
-	mu      sync.Mutex
-	proc    *Process
-	starts  int
 }
 
 // EtcdServerDNSNames are the DNS names of an application etcd's serving certificate; its IP
@@ -56,7 +53,7 @@ func (r *Rig) startAppEtcd(ctx context.Context, name string, ips []net.IP) (*App
 	f := func(n string) string { return filepath.Join(dir, n) }
 	e := &AppEtcd{
 		CAFile: f("ca.pem"), CertFile: f("admin.pem"), KeyFile: f("admin-key.pem"), DataDir: f("data"),
-		rig: r, name: name + "-etcd", apiCert: f("apiserver-etcd-client.pem"), apiKey: f("apiserver-etcd-client-key.pem"),
+		rig: r, run: restartable{name: name + "-etcd"}, apiCert: f("apiserver-etcd-client.pem"), apiKey: f("apiserver-etcd-client-key.pem"),
 	}
 	if err := e.writeCerts(dir, ips); err != nil {
 		return nil, err
@@ -125,29 +122,51 @@ func (e *AppEtcd) ClientTLS() (*tls.Config, error) {
 // Start starts etcd again after Stop, on the same ports and DataDir, and waits for its
 // /health. (The rig starts it first.)
 func (e *AppEtcd) Start(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.proc != nil && !e.proc.Exited() {
-		return errors.New(e.name + " is running")
-	}
-	e.starts++
-	name := e.name
-	if e.starts > 1 {
-		name += "-" + strconv.Itoa(e.starts) // the earlier run's log stays
-	}
-	_, err := runEtcd(ctx, &e.spec, func(args []string) (*Process, error) {
-		p, err := e.rig.Spawn(name, nil, "etcd", args...)
-		e.proc = p
+	return e.run.start(func(name string) (p *Process, err error) {
+		_, err = runEtcd(ctx, &e.spec, func(args []string) (*Process, error) {
+			p, err = e.rig.Spawn(name, nil, "etcd", args...)
+			return p, err
+		})
 		return p, err
 	})
-	return err
 }
 
 // Stop stops etcd (SIGTERM, then SIGKILL after a grace period) and waits for it to exit.
-func (e *AppEtcd) Stop() {
-	e.mu.Lock()
-	p := e.proc
-	e.mu.Unlock()
+func (e *AppEtcd) Stop() { e.run.stop() }
+
+// restartable is a process of the rig's that a test stops and starts again. Each start
+// after the first logs to a file of its own ("<name>-2", ...), so the earlier runs' logs
+// stay.
+type restartable struct {
+	name   string
+	mu     sync.Mutex
+	proc   *Process
+	starts int
+}
+
+// start runs a start of the process, given the name of its log, unless it is running.
+func (r *restartable) start(run func(name string) (*Process, error)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil && !r.proc.Exited() {
+		return errors.New(r.name + " is running")
+	}
+	r.starts++
+	name := r.name
+	if r.starts > 1 {
+		name += "-" + strconv.Itoa(r.starts)
+	}
+	p, err := run(name)
+	if p != nil {
+		r.proc = p
+	}
+	return err
+}
+
+func (r *restartable) stop() {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
 	if p != nil {
 		p.Stop()
 	}

@@ -365,12 +365,9 @@ type AppAPIServer struct {
 	// the rig's own.
 	Etcd *AppEtcd
 
-	rig    *Rig
-	name   string
-	args   []string
-	mu     sync.Mutex
-	proc   *Process
-	starts int
+	rig  *Rig
+	run  restartable // named as the spec
+	args []string
 }
 
 // KubeconfigFor returns an admin kubeconfig (as YAML) for the app apiserver
@@ -506,7 +503,7 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 			"--kubelet-preferred-address-types=InternalIP",
 		}, spec.args)
 		s := &AppAPIServer{URL: url, Port: port, CAData: r.CAData, Token: token, Kubeconfig: f("kubeconfig"), Etcd: spec.etcd,
-			rig: r, name: spec.name, args: args}
+			rig: r, run: restartable{name: spec.name}, args: args}
 		if err := s.Start(ctx); err != nil {
 			return err
 		}
@@ -538,36 +535,20 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 // Start starts the apiserver again after Stop, with the same flags (port, etcd, certificates,
 // tokens), and waits for its /readyz. (The rig starts it first.)
 func (a *AppAPIServer) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.proc != nil && !a.proc.Exited() {
-		return errors.New(a.name + " is running")
-	}
-	a.starts++
-	name := a.name
-	if a.starts > 1 {
-		name += "-" + strconv.Itoa(a.starts) // the earlier run's log stays
-	}
-	p, err := a.rig.Spawn(name, nil, "kube-apiserver", a.args...)
-	if err != nil {
-		return err
-	}
-	a.proc = p
-	return waitFor(ctx, p, 60*time.Second, func(ctx context.Context) error {
-		return httpGetOK(ctx, a.CAData, a.URL+"/readyz", a.Token)
+	return a.run.start(func(name string) (*Process, error) {
+		p, err := a.rig.Spawn(name, nil, "kube-apiserver", a.args...)
+		if err != nil {
+			return nil, err
+		}
+		return p, waitFor(ctx, p, 60*time.Second, func(ctx context.Context) error {
+			return httpGetOK(ctx, a.CAData, a.URL+"/readyz", a.Token)
+		})
 	})
 }
 
 // Stop stops the apiserver (SIGTERM, then SIGKILL after a grace period) and waits for it to
 // exit: before its etcd is stopped for a restore, say.
-func (a *AppAPIServer) Stop() {
-	a.mu.Lock()
-	p := a.proc
-	a.mu.Unlock()
-	if p != nil {
-		p.Stop()
-	}
-}
+func (a *AppAPIServer) Stop() { a.run.stop() }
 
 func kubeconfig(server string, ca []byte, token string) *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
