@@ -29,8 +29,12 @@ type AppEtcd struct {
 	// ca.pem. CertFile and KeyFile are an admin client certificate and key (CN etcd-admin):
 	// what kubespray leaves on each etcd host as admin-<host>.pem and admin-<host>-key.pem.
 	CAFile, CertFile, KeyFile string
-	// DataDir is etcd's --data-dir. A restore replaces it while etcd is stopped (Stop, Start).
-	DataDir string
+	// DataDir is etcd's --data-dir. A restore replaces it while etcd is stopped (Stop, Start)
+	// with one of a single member MemberName at PeerURL (etcdutl snapshot restore --name
+	// <MemberName> --initial-cluster <MemberName>=<PeerURL> --initial-advertise-peer-urls
+	// <PeerURL>).
+	DataDir             string
+	MemberName, PeerURL string
 
 	rig     *Rig
 	run     restartable // "<app>-etcd"
@@ -66,7 +70,7 @@ func (r *Rig) startAppEtcd(ctx context.Context, name string, ips []net.IP) (*App
 	if err := e.Start(ctx); err != nil {
 		return nil, err
 	}
-	e.Port, e.Endpoint = e.spec.clientPort, e.spec.url()
+	e.Port, e.Endpoint, e.MemberName, e.PeerURL = e.spec.clientPort, e.spec.url(), etcdMember, e.spec.peerURL()
 	return e, nil
 }
 

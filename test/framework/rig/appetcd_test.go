@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/akraino-edge-stack/bpa/pkg/etcdbackup"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
@@ -37,8 +42,9 @@ func count(t *testing.T, ctx context.Context, c *clientv3.Client, prefix string)
 }
 
 // TestAppEtcd: the application apiserver stores its objects in an etcd of its own, over TLS
-// with client certificates required, never in the rig's; and a stop and start of both keeps
-// the data, on the same endpoint.
+// with client certificates required, never in the rig's; a stop and start of both keeps the
+// data, on the same endpoint; and a snapshot restored into the data dir while both are
+// stopped rolls back that cluster alone.
 func TestAppEtcd(t *testing.T) {
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -95,5 +101,29 @@ func TestAppEtcd(t *testing.T) {
 		assert.Equal(t, endpoint, app.Etcd.Endpoint)
 		_, err = c.CoreV1().Namespaces().Get(ctx, "app-only", metav1.GetOptions{})
 		require.NoError(t, err, "the restarted apiserver reads the namespace from the restarted etcd")
+	})
+
+	t.Run("a restore replaces the data dir", func(t *testing.T) {
+		snap := filepath.Join(t.TempDir(), "snapshot.db")
+		_, err := etcdbackup.Save(ctx, etcdClient(t, app.Etcd.Endpoint, admin), snap)
+		require.NoError(t, err)
+		_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "after-the-snapshot"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		app.Stop()
+		app.Etcd.Stop()
+		require.NoError(t, os.RemoveAll(app.Etcd.DataDir))
+		require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+			SnapshotPath: snap, OutputDataDir: app.Etcd.DataDir, Name: app.Etcd.MemberName,
+			PeerURLs: []string{app.Etcd.PeerURL}, InitialCluster: app.Etcd.MemberName + "=" + app.Etcd.PeerURL,
+		}))
+		require.NoError(t, app.Etcd.Start(ctx))
+		require.NoError(t, app.Start(ctx))
+		_, err = c.CoreV1().Namespaces().Get(ctx, "app-only", metav1.GetOptions{})
+		require.NoError(t, err, "what the snapshot holds is back")
+		_, err = c.CoreV1().Namespaces().Get(ctx, "after-the-snapshot", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "what came after the snapshot is gone: %v", err)
+		_, err = kubernetes.NewForConfigOrDie(r.RESTConfig).CoreV1().Namespaces().Get(ctx, r.Namespace, metav1.GetOptions{})
+		require.NoError(t, err, "the rig's own cluster is untouched")
 	})
 }

@@ -41,18 +41,23 @@ func (s *etcdSpec) url() string {
 	return s.scheme() + "://127.0.0.1:" + strconv.Itoa(s.clientPort)
 }
 
+// etcdMember is the name of the one member of the rig's etcds.
+const etcdMember = "rig"
+
+func (s *etcdSpec) peerURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.peerPort) }
+
 // args are etcd's arguments for s: a single member on loopback. --unsafe-no-fsync: the data
 // is thrown away with the test, and fsync dominates write latency otherwise.
 func (s *etcdSpec) args() []string {
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(s.peerPort)
+	peerURL := s.peerURL()
 	args := []string{
-		"--name=rig",
+		"--name=" + etcdMember,
 		"--data-dir=" + s.dataDir,
 		"--listen-client-urls=" + s.url(),
 		"--advertise-client-urls=" + s.url(),
 		"--listen-peer-urls=" + peerURL,
 		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=rig=" + peerURL,
+		"--initial-cluster=" + etcdMember + "=" + peerURL,
 		"--unsafe-no-fsync",
 		"--log-level=warn",
 	}
