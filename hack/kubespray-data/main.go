@@ -37,7 +37,8 @@ func taskFiles(tag string) []string {
 		checks = "roles/kubernetes/preinstall/tasks/0040-verify-settings.yml"
 	}
 	files := []string{checks, "roles/kubernetes/preinstall/tasks/0040-verify-settings.yml", "playbooks/remove_node.yml", "playbooks/reset.yml",
-		"roles/network_plugin/calico/tasks/check.yml"} // ImmutableSettings cite its live-cluster check
+		"roles/network_plugin/calico/tasks/check.yml", // ImmutableSettings cite its live-cluster check
+		"roles/etcd/tasks/gen_certs_script.yml"}       // the stand-in's etcd certificates (test/framework/kubespraysim)
 	if files[0] == files[1] {
 		files = files[1:]
 	}

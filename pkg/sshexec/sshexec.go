@@ -100,6 +100,20 @@ func (c *Client) Addr() string { return c.addr }
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// DialContext opens a TCP connection from the host to addr (host:port as the host sees it:
+// 127.0.0.1:2379 is the host's own loopback) through the SSH connection, a direct-tcpip
+// channel as `ssh -L` opens: for a service that listens on the host only, such as
+// kubespray's etcd on an etcd host. network must be "tcp" (or "tcp4", "tcp6"). The host's
+// sshd must allow it (AllowTcpForwarding yes, OpenSSH's default, or local); ctx bounds the
+// opening only, and the connection ends with the client.
+func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.conn.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: connecting to %s from the host: %w", c.addr, addr, orCtxErr(ctx, err))
+	}
+	return conn, nil
+}
+
 // Dial connects to host (an IP address or name) and authenticates with the key file.
 func Dial(ctx context.Context, host string, cfg Config) (*Client, error) {
 	if host == "" {
@@ -373,18 +387,6 @@ func await[T any](ctx context.Context, f func() (T, error), undo func(T)) (T, er
 		var zero T
 		return zero, fmt.Errorf("the host did not answer: %w", ctx.Err())
 	}
-}
-
-// DialContext opens a TCP connection from the host to addr through the SSH connection (a
-// direct-tcpip channel, what `ssh -L` uses), so a service the host serves only to itself,
-// such as etcd on 127.0.0.1:2379, is reached as the host reaches it. The wait for the
-// channel is bounded by ctx; the connection is closed with the client.
-func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := await(ctx, func() (net.Conn, error) { return c.conn.Dial(network, addr) }, func(n net.Conn) { n.Close() })
-	if err != nil {
-		return nil, fmt.Errorf("ssh %s: forwarding to %s: %w", c.addr, addr, err)
-	}
-	return conn, nil
 }
 
 // Output runs argv and returns its stdout; a non-zero exit is an *ExitError carrying the end

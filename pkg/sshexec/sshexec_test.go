@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -467,43 +470,69 @@ func TestStalledHostReturnsWhenTheContextEnds(t *testing.T) {
 	}
 }
 
-// TestDialContextReachesWhatTheHostServesItself: a connection through the SSH connection
-// reaches a service on the host's loopback (as the backup step reaches etcd on
-// 127.0.0.1:2379), and carries bytes both ways.
-func TestDialContextReachesWhatTheHostServesItself(t *testing.T) {
-	h := simhost.Start(t, "h", "127.0.1.27")
+// TestDialContextReachesTheHostsLoopback: a connection opened through the SSH connection
+// carries bytes both ways to a server the host reaches at the address given, and ends with
+// the SSH connection (a direct one would not); a port nothing listens on is an error that
+// the host's sshd logged, as is a context already ended.
+func TestDialContextReachesTheHostsLoopback(t *testing.T) {
+	h := simhost.Start(t, "h", "127.0.1.31")
 	c := dial(t, h, config(h))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	go func() {
-		conn, err := l.Accept()
-		if err == nil {
-			buf := make([]byte, 5)
-			if _, err := conn.Read(buf); err == nil {
-				_, _ = conn.Write([]byte(strings.ToUpper(string(buf))))
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
 			}
-			conn.Close()
+			go func() {
+				defer conn.Close()
+				b := make([]byte, 4)
+				_, _ = io.ReadFull(conn, b)
+				_, _ = conn.Write(append([]byte("re:"), b...))
+				_, _ = io.Copy(io.Discard, conn) // until the client's side ends
+			}()
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	if _, err := c.DialContext(ctx, "tcp", addr); err == nil || !strings.Contains(err.Error(), addr) {
+		t.Errorf("DialContext to %s, where nothing listens: %v, want an error naming it", addr, err)
+	}
+	if want := "connect_to 127.0.0.1 port " + strconv.Itoa(closed.Addr().(*net.TCPAddr).Port) + ": failed"; !strings.Contains(h.SSHDLog(), want) {
+		t.Errorf("the host's sshd did not try the address (no %q in its log)", want)
+	}
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if _, err := c.DialContext(done, "tcp", l.Addr().String()); !errors.Is(err, context.Canceled) {
+		t.Errorf("DialContext with an ended context: %v, want context.Canceled", err)
+	}
+
 	conn, err := c.DialContext(ctx, "tcp", l.Addr().String())
 	if err != nil {
 		t.Fatalf("DialContext: %v", err)
 	}
 	defer conn.Close()
-	if _, err := conn.Write([]byte("hello")); err != nil {
+	if _, err := conn.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 5)
-	if _, err := conn.Read(buf); err != nil || string(buf) != "HELLO" {
-		t.Fatalf("read %q, %v", buf, err)
+	got := make([]byte, 7)
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "re:ping" {
+		t.Fatalf("read %q, %v; want re:ping", got, err)
 	}
-	// Nothing listens here: the host's refusal comes back as an error naming the address.
-	if _, err := c.DialContext(ctx, "tcp", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
-		t.Fatalf("a closed port: %v", err)
+	c.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(got); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection outlived the SSH connection (read: %v): it did not go through it", err)
 	}
 }

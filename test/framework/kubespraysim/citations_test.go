@@ -78,7 +78,8 @@ func taskNames(t *testing.T, file string) []string {
 
 // TestStandInCitesRealTasks: every task of the stand-in's checks that is not marked SIMULATED
 // carries the name of a task of the kubespray file it stands for, at every tag it runs as
-// (validate_inventory at v2.28 only; preinstall's v2.27 block at v2.27 only).
+// (validate_inventory at v2.28 only; preinstall's v2.27 block at v2.27 only; the etcd
+// certificates' tasks at every tag).
 func TestStandInCitesRealTasks(t *testing.T) {
 	tree, err := Tree()
 	require.NoError(t, err)
@@ -87,6 +88,7 @@ func TestStandInCitesRealTasks(t *testing.T) {
 		{"roles/kubernetes/preinstall/tasks/main.yml", "roles/kubernetes/preinstall/tasks/0040-verify-settings.yml", "v2.27"},
 		{"playbooks/remove_node.yml", "playbooks/remove_node.yml", "v2.28"},
 		{"playbooks/reset.yml", "playbooks/reset.yml", ""},
+		{"roles/etcd/tasks/gen_certs_script.yml", "roles/etcd/tasks/gen_certs_script.yml", ""},
 	} {
 		names := taskNames(t, filepath.Join(tree, c.here))
 		require.NotEmpty(t, names, c.here)

@@ -34,6 +34,11 @@ const (
 	// EnvAppKubeconfig is the admin kubeconfig of the application apiserver; cluster.yml
 	// copies it to /etc/kubernetes/admin.conf on the first control-plane host.
 	EnvAppKubeconfig = "BPA_SIM_APP_KUBECONFIG"
+	// EnvAppEtcdDir is a folder holding the application etcd's CA (ca.pem) and an admin
+	// client certificate and key (admin.pem, admin-key.pem); cluster.yml and
+	// upgrade-cluster.yml copy them to each etcd host as kubespray's etcd role leaves them
+	// (AppEtcdFiles).
+	EnvAppEtcdDir = "BPA_SIM_APP_ETCD_DIR"
 	// EnvKubeDirs is a JSON object mapping host IP to the directory that host sees as
 	// /etc/kubernetes, where the controller-side log of each run is written (HostLog).
 	EnvKubeDirs = "BPA_SIM_KUBE_DIRS"
@@ -68,8 +73,10 @@ const (
 type Container struct {
 	// Image is the kubespray image (its tag picks the release).
 	Image string
-	// AppKubeconfig, KubeDirs, FailFile, UnmatchedFile, RecordDir: see the Env constants.
+	// AppKubeconfig, AppEtcdDir, KubeDirs, FailFile, UnmatchedFile, RecordDir: see the Env
+	// constants.
 	AppKubeconfig string
+	AppEtcdDir    string
 	KubeDirs      map[string]string
 	FailFile      string
 	UnmatchedFile string
@@ -98,6 +105,7 @@ func (c Container) SimEnv() ([]string, error) {
 	}
 	env := []string{
 		EnvAppKubeconfig + "=" + c.AppKubeconfig,
+		EnvAppEtcdDir + "=" + c.AppEtcdDir,
 		EnvKubeDirs + "=" + string(dirs),
 		EnvFailFile + "=" + c.FailFile,
 		EnvUnmatchedFile + "=" + c.UnmatchedFile,
@@ -256,6 +264,19 @@ func ReadProxy(dir string) (Proxy, error) {
 	}
 	return p, err
 }
+
+// EtcdCertDir is where kubespray keeps etcd's certificates on an etcd host (etcd_cert_dir).
+const EtcdCertDir = "/etc/ssl/etcd/ssl"
+
+// EtcdFiles are the files of an etcd host's EtcdCertDir, as kubespray names them, that an
+// etcd client of host's (its inventory_hostname) needs: the CA, the admin client
+// certificate, its key (roles/etcdctl_etcdutl/templates/etcdctl.sh.j2).
+func EtcdFiles(host string) (ca, cert, key string) {
+	return EtcdCertDir + "/ca.pem", EtcdCertDir + "/admin-" + host + ".pem", EtcdCertDir + "/admin-" + host + "-key.pem"
+}
+
+// AppEtcdFiles are the names, in EnvAppEtcdDir, of the files the etcd role copies.
+var AppEtcdFiles = struct{ CA, Cert, Key string }{"ca.pem", "admin.pem", "admin-key.pem"}
 
 // CheckOnlyPassed is what a check-only run prints when every check passed (EnvCheckOnly).
 const CheckOnlyPassed = "SIMULATED check-only: every check passed"

@@ -24,14 +24,14 @@ type certAuthority struct {
 	pem  []byte
 }
 
-func newCA() (*certAuthority, error) {
+func newCA(cn string) (*certAuthority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "bpa-test-rig-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(7 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -52,16 +52,19 @@ func newCA() (*certAuthority, error) {
 // issueServing writes a serving certificate and key for the given IPs (and
 // "localhost") to certFile and keyFile.
 func (ca *certAuthority) issueServing(certFile, keyFile string, ips []net.IP) error {
-	der, key, err := ca.issue("kube-apiserver", x509.ExtKeyUsageServerAuth, ips)
+	der, key, err := ca.issue("kube-apiserver", x509.ExtKeyUsageServerAuth, ips, apiServerNames...)
 	if err != nil {
 		return err
 	}
 	return writeCertAndKey(certFile, keyFile, der, key)
 }
 
+// apiServerNames are the DNS names of an apiserver's serving certificate.
+var apiServerNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
+
 // issue signs a certificate for one use (serving, or client authentication)
-// that is valid for ips and "localhost".
-func (ca *certAuthority) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP) ([]byte, *ecdsa.PrivateKey, error) {
+// that is valid for ips and dns.
+func (ca *certAuthority) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP, dns ...string) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +76,7 @@ func (ca *certAuthority) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP) 
 		NotAfter:     time.Now().Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		DNSNames:     dns,
 		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)

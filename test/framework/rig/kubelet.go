@@ -26,7 +26,7 @@ func (r *Rig) writeKubeletClientFiles() error {
 	if err := os.WriteFile(r.file(caFile), r.ca.pem, 0o644); err != nil {
 		return err
 	}
-	der, key, err := r.ca.issue(KubeletClientCN, x509.ExtKeyUsageClientAuth, nil)
+	der, key, err := r.ca.issue(KubeletClientCN, x509.ExtKeyUsageClientAuth, nil, apiServerNames...)
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (r *Rig) writeKubeletClientFiles() error {
 // apiservers call (an admission webhook of a test's): a certificate for cn that CAData
 // verifies.
 func (r *Rig) ServingTLSConfig(cn string) (*tls.Config, error) {
-	der, key, err := r.ca.issue(cn, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
+	der, key, err := r.ca.issue(cn, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)}, apiServerNames...)
 	if err != nil {
 		return nil, err
 	}

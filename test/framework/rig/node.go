@@ -108,7 +108,7 @@ func (r *Rig) ServiceAccountKeyFile() string {
 // WriteKubeletCert writes a kubelet's serving certificate for nodeName at ip, which the
 // apiservers verify, to certFile and keyFile.
 func (r *Rig) WriteKubeletCert(certFile, keyFile, nodeName string, ip net.IP) error {
-	der, key, err := r.ca.issue("system:node:"+nodeName, x509.ExtKeyUsageServerAuth, []net.IP{ip})
+	der, key, err := r.ca.issue("system:node:"+nodeName, x509.ExtKeyUsageServerAuth, []net.IP{ip}, apiServerNames...)
 	if err != nil {
 		return err
 	}

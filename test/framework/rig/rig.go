@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 			_ = r.Stop()
 		}
 	}()
-	if r.ca, err = newCA(); err != nil {
+	if r.ca, err = newCA("bpa-test-rig-ca"); err != nil {
 		return nil, err
 	}
 	r.CAData = r.ca.pem
@@ -340,19 +341,19 @@ func (r *Rig) Spawn(name string, env []string, bin string, args ...string) (*Pro
 
 // startEtcd runs the rig's etcd.
 func (r *Rig) startEtcd(ctx context.Context) error {
-	var extra []string
+	spec := &etcdSpec{dataDir: filepath.Join(r.Dir, "etcd")}
 	if n := r.opts.EtcdMaxRequestBytes; n > 0 {
-		extra = append(extra, "--max-request-bytes="+strconv.Itoa(n))
+		spec.extra = append(spec.extra, "--max-request-bytes="+strconv.Itoa(n))
 	}
 	var err error
-	r.etcdURL, err = runEtcd(ctx, filepath.Join(r.Dir, "etcd"), func(args []string) (*Process, error) {
+	r.etcdURL, err = runEtcd(ctx, spec, func(args []string) (*Process, error) {
 		return r.Spawn("etcd", nil, "etcd", args...)
-	}, extra...)
+	})
 	return err
 }
 
-// AppAPIServer is a second kube-apiserver on the rig's etcd (own key prefix),
-// standing in for the application cluster a provisioning job creates.
+// AppAPIServer is a kube-apiserver of the rig's: the main one, or one standing in for the
+// application cluster a provisioning job creates, on an etcd of its own (Etcd).
 type AppAPIServer struct {
 	URL        string // https://127.0.0.1:Port
 	Port       int
@@ -360,6 +361,13 @@ type AppAPIServer struct {
 	Token      string // admin bearer token (system:masters)
 	Kubeconfig string // admin kubeconfig file pointing at URL
 	RESTConfig *rest.Config
+	// Etcd is the application cluster's etcd; nil for the rig's main apiserver, which is on
+	// the rig's own.
+	Etcd *AppEtcd
+
+	rig  *Rig
+	run  restartable // named as the spec
+	args []string
 }
 
 // KubeconfigFor returns an admin kubeconfig (as YAML) for the app apiserver
@@ -369,8 +377,8 @@ func (a *AppAPIServer) KubeconfigFor(host string) ([]byte, error) {
 }
 
 // StartAppAPIServer starts (once; later calls return the same server) the
-// application-cluster apiserver, with --etcd-prefix=/app. With a node, its certificate
-// holds the addresses of NodeOptions.Hosts (see StartAppAPIServerFor).
+// application-cluster apiserver, named "app", on an etcd of its own. With a node, its
+// certificate holds the addresses of NodeOptions.Hosts (see StartAppAPIServerFor).
 func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 	r.mu.Lock()
 	app := r.app
@@ -393,22 +401,28 @@ func (r *Rig) StartAppAPIServer(ctx context.Context) (*AppAPIServer, error) {
 }
 
 // StartAppAPIServerFor starts another application-cluster apiserver, named name (its
-// folder and log "<name>-apiserver", --etcd-prefix=/<name>), whose certificate holds
-// every address of hosts, the simulated hosts that front it: sites that share a node each
-// build their clusters on one of their own.
+// folder and log "<name>-apiserver"), on an etcd of its own (AppEtcd: folder and log
+// "<name>-etcd"), whose certificates hold every address of hosts, the simulated hosts that
+// front them: sites that share a node each build their clusters on one of their own.
 //
 // Test-only choice: it binds 0.0.0.0 and its certificate is valid for 127.0.0.1 and
 // 127.0.1.1..127.0.1.254 too, so a kubeconfig rewritten to a simulated node IP still
 // reaches it and verifies TLS. Never a production setting: it listens on every interface.
 func (r *Rig) StartAppAPIServerFor(ctx context.Context, name string, hosts *net.IPNet) (*AppAPIServer, error) {
-	spec := apiServerSpec{name: name + "-apiserver", etcdPrefix: "/" + name, bind: "0.0.0.0", certIPs: simulatedNodeIPs()}
+	ips := simulatedNodeIPs()
+	if hosts != nil {
+		ips = append(ips, addresses(hosts)...)
+	}
+	etcd, err := r.startAppEtcd(ctx, name, ips)
+	if err != nil {
+		return nil, err
+	}
+	// kubeadm's prefix, so keys are where an operator of the cluster's etcd finds them.
+	spec := apiServerSpec{name: name + "-apiserver", etcdPrefix: "/registry", bind: "0.0.0.0", certIPs: ips, etcd: etcd}
 	if n := r.opts.Node; n != nil {
 		// Pods and the simulated hosts reach it on the node's address.
 		spec.host = n.Address.String()
 		spec.certIPs = append(spec.certIPs, n.Address)
-	}
-	if hosts != nil {
-		spec.certIPs = append(spec.certIPs, addresses(hosts)...)
 	}
 	return r.startAPIServer(ctx, spec)
 }
@@ -421,6 +435,7 @@ type apiServerSpec struct {
 	certIPs          []net.IP
 	users            []user   // static tokens besides the admin's
 	args             []string // replace defaultAPIServerArgs
+	etcd             *AppEtcd // nil: the rig's etcd
 }
 
 // defaultAPIServerArgs are the flags of an apiserver without a real node.
@@ -434,7 +449,7 @@ var defaultAPIServerArgs = []string{
 	"--endpoint-reconciler-type=none",
 }
 
-// startAPIServer runs a kube-apiserver on the rig's etcd and waits for /readyz.
+// startAPIServer runs a kube-apiserver on the rig's etcd, or spec's, and waits for /readyz.
 func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPIServer, error) {
 	dir := filepath.Join(r.Dir, spec.name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -457,12 +472,15 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 	if err := writeTokens(f("tokens.csv"), append([]user{{name: "admin", groups: "system:masters", token: token}}, spec.users...)); err != nil {
 		return nil, err
 	}
+	etcdArgs := []string{"--etcd-servers=" + r.etcdURL}
+	if spec.etcd != nil {
+		etcdArgs = spec.etcd.apiServerArgs()
+	}
 	var srv *AppAPIServer
 	err := retryPorts(func() error {
 		port := freePort()
 		url := fmt.Sprintf("https://%s:%d", spec.host, port)
-		args := append([]string{
-			"--etcd-servers=" + r.etcdURL,
+		args := slices.Concat(etcdArgs, []string{
 			"--etcd-prefix=" + spec.etcdPrefix,
 			"--bind-address=" + spec.bind,
 			"--advertise-address=" + spec.host,
@@ -483,17 +501,13 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 			"--kubelet-client-certificate=" + r.file(kubeletClientCert),
 			"--kubelet-client-key=" + r.file(kubeletClientKey),
 			"--kubelet-preferred-address-types=InternalIP",
-		}, spec.args...)
-		p, err := r.Spawn(spec.name, nil, "kube-apiserver", args...)
-		if err != nil {
+		}, spec.args)
+		s := &AppAPIServer{URL: url, Port: port, CAData: r.CAData, Token: token, Kubeconfig: f("kubeconfig"), Etcd: spec.etcd,
+			rig: r, run: restartable{name: spec.name}, args: args}
+		if err := s.Start(ctx); err != nil {
 			return err
 		}
-		if err := waitFor(ctx, p, 60*time.Second, func(ctx context.Context) error {
-			return httpGetOK(ctx, r.CAData, url+"/readyz", token)
-		}); err != nil {
-			return err
-		}
-		srv = &AppAPIServer{URL: url, Port: port, CAData: r.CAData, Token: token, Kubeconfig: f("kubeconfig")}
+		srv = s
 		return nil
 	})
 	if err != nil {
@@ -517,6 +531,24 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 	srv.RESTConfig = rc
 	return srv, nil
 }
+
+// Start starts the apiserver again after Stop, with the same flags (port, etcd, certificates,
+// tokens), and waits for its /readyz. (The rig starts it first.)
+func (a *AppAPIServer) Start(ctx context.Context) error {
+	return a.run.start(func(name string) (*Process, error) {
+		p, err := a.rig.Spawn(name, nil, "kube-apiserver", a.args...)
+		if err != nil {
+			return nil, err
+		}
+		return p, waitFor(ctx, p, 60*time.Second, func(ctx context.Context) error {
+			return httpGetOK(ctx, a.CAData, a.URL+"/readyz", a.Token)
+		})
+	})
+}
+
+// Stop stops the apiserver (SIGTERM, then SIGKILL after a grace period) and waits for it to
+// exit: before its etcd is stopped for a restore, say.
+func (a *AppAPIServer) Stop() { a.run.stop() }
 
 func kubeconfig(server string, ca []byte, token string) *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()

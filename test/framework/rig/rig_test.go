@@ -78,7 +78,7 @@ func TestRig(t *testing.T) {
 		_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app-only"}}, metav1.CreateOptions{})
 		require.NoError(t, err, "TLS verifies for 127.0.1.7 and the admin token works")
 
-		// Same etcd, separate prefix: the clusters do not see each other.
+		// Each on an etcd of its own: the clusters do not see each other.
 		main := kubernetes.NewForConfigOrDie(r.RESTConfig)
 		_, err = main.CoreV1().Namespaces().Get(ctx, "app-only", metav1.GetOptions{})
 		assert.Error(t, err)
@@ -87,7 +87,7 @@ func TestRig(t *testing.T) {
 	})
 
 	pids := r.PIDs()
-	require.Len(t, pids, 4, "etcd, kube-apiserver, workflow-controller, app-apiserver")
+	require.Len(t, pids, 5, "etcd, kube-apiserver, workflow-controller, app-etcd, app-apiserver")
 	dir := r.Dir
 	stopStart := time.Now()
 	require.NoError(t, r.Stop())

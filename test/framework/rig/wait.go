@@ -69,12 +69,19 @@ func waitFor(ctx context.Context, p *Process, timeout time.Duration, ready func(
 // httpGetOK GETs url (verifying TLS against caPEM when given, with a bearer
 // token when given) and wants a 200.
 func httpGetOK(ctx context.Context, caPEM []byte, url, token string) error {
-	tr := &http.Transport{DisableKeepAlives: true}
+	var tlsConfig *tls.Config
 	if caPEM != nil {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(caPEM)
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+		tlsConfig = &tls.Config{RootCAs: pool}
 	}
+	return httpGet(ctx, tlsConfig, url, token)
+}
+
+// httpGet GETs url with tlsConfig (nil: Go's defaults), with a bearer token when given, and
+// wants a 200.
+func httpGet(ctx context.Context, tlsConfig *tls.Config, url, token string) error {
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

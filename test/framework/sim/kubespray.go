@@ -140,7 +140,7 @@ func (s *Site) kubesprayContainer(image string) kubespraysim.Container {
 		dirs[ip] = h.KubernetesDir()
 	}
 	return kubespraysim.Container{
-		Image: image, AppKubeconfig: s.appKubeconfig, KubeDirs: dirs, FailFile: s.FailFile,
+		Image: image, AppKubeconfig: s.appKubeconfig, AppEtcdDir: s.appEtcdDir, KubeDirs: dirs, FailFile: s.FailFile,
 		UnmatchedFile: s.UnmatchedFile, RecordDir: s.KubesprayRuns, Agent: s.agent,
 	}
 }

@@ -6,8 +6,9 @@
 // this tree, Argo's executor, the stand-in kubespray), pulled through the node's registry
 // mirror; BareMetalHosts whose machines are real sshd processes in network namespaces of
 // their own on the node's bridge (test/framework/simhost); and an "application" apiserver for
-// the clusters being built, which each machine fronts on its address as a control-plane
-// machine would.
+// the clusters being built, on a TLS etcd of its own, which each machine fronts on its
+// address as a control-plane machine would (and the etcd at port 2379, on its address and
+// its 127.0.0.1, once the stand-in's etcd role has run there, as an etcd host would).
 //
 // SIMULATED, and only this: what kubespray's roles do to a machine
 // (test/framework/kubespraysim: real Ansible playbooks in the stand-in kubespray image, run
@@ -122,7 +123,7 @@ func New(t framework.T, opts Options) *Site {
 // with others; it stops in t.Cleanup. The first site is in the rig's namespace, on
 // node.HostNet (where the examples' hosts are) and the rig's application apiserver; the
 // k-th is in namespace <rig's>-k, on node.HostSubnet(k) and an application apiserver of
-// its own.
+// its own. Each application apiserver has an etcd of its own (rig.AppEtcd).
 func (b *Base) NewSite(t framework.T) *Site {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -149,6 +150,8 @@ func (b *Base) NewSite(t framework.T) *Site {
 	data, err := os.ReadFile(s.App.Kubeconfig)
 	must(t, err, "reading the application apiserver's kubeconfig")
 	must(t, os.WriteFile(s.appKubeconfig, data, 0o600), "writing the application apiserver's kubeconfig")
+	s.appEtcdDir = filepath.Join(s.dir, "app-etcd")
+	must(t, writeAppEtcdFiles(s.App.Etcd, s.appEtcdDir), "copying the application etcd's certificates")
 
 	s.SSH = simhost.NewCluster(t)
 	s.SSH.Port = SSHPort
@@ -193,6 +196,9 @@ type Site struct {
 	// run-kubespray containers see it at the same path.
 	dir, root     string
 	appKubeconfig string
+	// appEtcdDir holds the application etcd's CA and admin certificate, which the stand-in's
+	// etcd role copies to the etcd hosts.
+	appEtcdDir string
 	// agent is the stand-in kubespray's agent in the site's folder: its tasks run it on the
 	// machines (whose files are the machine's, but for their own folders) and in the
 	// container, and both see it there.
@@ -376,7 +382,8 @@ func (s *Site) Reprovision(ctx context.Context, names ...string) {
 // StartMachine starts a simulated machine at ip (in a node.HostSubnet; see HostIP), unless one
 // runs there. It fronts the application apiserver on its address, at the apiserver's port,
 // as a control-plane machine serves its own: a cluster's kubeconfig names its first
-// control-plane machine.
+// control-plane machine. Once the stand-in's etcd role has run on it, it serves the
+// application etcd at EtcdPort too (serveAppEtcd).
 func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	s.mu.Lock()
 	h, ok := s.hosts[ip]
@@ -393,6 +400,7 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	app, err := url.Parse(s.App.URL)
 	must(s.T, err, "the application apiserver's URL")
 	must(s.T, h.Forward(s.App.Port, app.Host), "machine "+name+" fronting the application apiserver")
+	must(s.T, serveAppEtcd(h, s.App.Etcd), "machine "+name+" serving the application etcd")
 	h.SetAvailable(Repository)
 	s.mu.Lock()
 	s.hosts[ip] = h

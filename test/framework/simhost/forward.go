@@ -19,15 +19,30 @@ import (
 // kube-apiserver. The listener lives in the host's network namespace (made there with
 // setns), so only what reaches the host reaches it; it closes when the host stops.
 func (h *Host) Forward(port int, to string) error {
+	return h.forward([]string{h.IP}, port, to, nil)
+}
+
+// ForwardWhile is Forward on the host's own 127.0.0.1 too (its namespace's loopback, which
+// the host's processes and SSH forwards reach), for a server that runs on the host only
+// while serving reports true: a connection made when it does not is closed at once, before
+// anything is dialled. nil serving is always. kubespray's etcd, say, listens on an etcd
+// host's address and 127.0.0.1 once the etcd role has run there, until a reset.
+func (h *Host) ForwardWhile(port int, to string, serving func() bool) error {
+	return h.forward([]string{h.IP, "127.0.0.1"}, port, to, serving)
+}
+
+func (h *Host) forward(ips []string, port int, to string, serving func() bool) error {
 	if h.network == nil {
 		return errors.New("simhost: Forward needs a host on a network (StartOn)")
 	}
-	l, err := listenIn(h.NetNS(), net.JoinHostPort(h.IP, strconv.Itoa(port)))
-	if err != nil {
-		return fmt.Errorf("simhost %s: forwarding port %d: %w", h.Name, port, err)
+	for _, ip := range ips {
+		l, err := listenIn(h.NetNS(), net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("simhost %s: forwarding %s port %d: %w", h.Name, ip, port, err)
+		}
+		h.forwarders = append(h.forwarders, l)
+		go serveForward(l, to, serving)
 	}
-	h.forwarders = append(h.forwarders, l)
-	go serveForward(l, to)
 	return nil
 }
 
@@ -70,12 +85,16 @@ func listenIn(nsPath, addr string) (net.Listener, error) {
 }
 
 // serveForward copies every connection l accepts to a new connection to to, both ways,
-// until l is closed.
-func serveForward(l net.Listener, to string) {
+// until l is closed; while serving (when not nil) reports false, it closes each at once.
+func serveForward(l net.Listener, to string, serving func() bool) {
 	for {
 		in, err := l.Accept()
 		if err != nil {
 			return
+		}
+		if serving != nil && !serving() {
+			_ = in.Close()
+			continue
 		}
 		go func() {
 			defer in.Close()

@@ -10,10 +10,11 @@
 //     Cluster (as a cluster's SSH Secret is); or, started with StartOn, on port 22 of an
 //     address on a real node's bridge, in a network namespace of its own that routes
 //     nowhere else (Network), where the node's pods reach it as they reach a site's machines;
-//   - in its own mount and PID namespaces (unshare), where a per-host directory is bind-mounted
-//     on /etc/kubernetes (and one on /var/lib/kubelet/pki, the kubelet's certificates), so `cat /etc/kubernetes/admin.conf` on host A returns A's file and
-//     the real /etc/kubernetes is never touched (it is only created, empty, if missing, to
-//     serve as the mount point);
+//   - in its own mount and PID namespaces (unshare), where per-host directories are
+//     bind-mounted on /etc/kubernetes, /etc/ssl/etcd (kubespray's etcd certificates) and
+//     /var/lib/kubelet/pki (the kubelet's certificates), so `cat /etc/kubernetes/admin.conf`
+//     on host A returns A's file and the real directories are never touched (they are only
+//     created, empty, if missing, to serve as mount points);
 //   - with apt source and keyring directories of its own (/etc/apt/sources.list.d,
 //     /etc/apt/keyrings), which its stand-in apt-get update reads;
 //   - with a trust store of its own: per-host directories on /etc/bpa,
@@ -197,7 +198,7 @@ func (h *Host) setUp(t framework.T) {
 	h.hostKey = signer.PublicKey()
 	writeFile(t, h.path("ssh_host_ed25519_key"), priv, 0o600)
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
-	for _, d := range []string{"bin", "home", "kubernetes", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences", "kubelet-pki"} {
+	for _, d := range []string{"bin", "home", "kubernetes", "etcd-ssl", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences", "kubelet-pki"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
 			t.Fatalf("%v", err)
 		}
@@ -244,6 +245,8 @@ StrictModes no
 UsePAM no
 UseDNS no
 PermitUserEnvironment no
+# local: what the host listens on, reached through SSH (ssh -L), as an operator reaches
+# kubespray's etcd on an etcd host's 127.0.0.1 (sshexec.Client.DialContext).
 AllowTcpForwarding local
 X11Forwarding no
 PrintMotd no
@@ -395,14 +398,14 @@ func (h *Host) Dir() string { return h.dir }
 
 // hostMounts are the per-host directories (under the host's own) and where the host sees them.
 var hostMounts = map[string]string{
-	"kubernetes": "/etc/kubernetes", "bpa": "/etc/bpa", "local-ca-certificates": "/usr/local/share/ca-certificates",
+	"kubernetes": "/etc/kubernetes", "etcd-ssl": "/etc/ssl/etcd", "bpa": "/etc/bpa", "local-ca-certificates": "/usr/local/share/ca-certificates",
 	"ssl-certs": "/etc/ssl/certs", "ca-hooks": "/etc/ca-certificates/update.d",
 	"apt-keyrings": "/etc/apt/keyrings", "apt-sources": "/etc/apt/sources.list.d", "apt-preferences": "/etc/apt/preferences.d",
 	"kubelet-pki": "/var/lib/kubelet/pki",
 }
 
 // File is where the test reads the file the host sees at path, under one of its own
-// directories (/etc/kubernetes, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs,
+// directories (/etc/kubernetes, /etc/ssl/etcd, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs,
 // /etc/apt/keyrings, /etc/apt/sources.list.d, /etc/apt/preferences.d, /var/lib/kubelet/pki).
 func (h *Host) File(path string) string {
 	for dir, at := range hostMounts {

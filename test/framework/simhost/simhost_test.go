@@ -23,6 +23,7 @@ func TestHostsAreIsolated(t *testing.T) {
 	a.WriteAdminConf([]byte("A\n"))
 	b.WriteAdminConf([]byte("B\n"))
 	a.SetPackages(map[string]string{"jq": "1.6-2"})
+	writeFile(t, a.File("/etc/ssl/etcd/ca.pem"), []byte("etcd CA of A\n"), 0o600)
 
 	for _, tc := range []struct {
 		h    *Host
@@ -31,6 +32,8 @@ func TestHostsAreIsolated(t *testing.T) {
 	}{
 		{a, "cat /etc/kubernetes/admin.conf", "A\n"},
 		{b, "cat /etc/kubernetes/admin.conf", "B\n"},
+		{a, "cat /etc/ssl/etcd/ca.pem", "etcd CA of A\n"},
+		{b, "ls -A /etc/ssl/etcd", ""},
 		{a, "dpkg-query -W", "jq\t1.6-2\tii \n"},
 		{b, "dpkg-query -W", ""},
 		{a, "sudo -n -- apt-get install -y curl=7.88 && dpkg-query -W", "Setting up curl (7.88) ...\ncurl\t7.88\tii \njq\t1.6-2\tii \n"},

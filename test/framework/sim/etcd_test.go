@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
+	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
+	"github.com/akraino-edge-stack/bpa/test/framework/rig"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
+)
+
+// etcdBridge is a bridge of the test's own, for machines in network namespaces without a
+// node (whose bridge, node.Bridge, only one test on the machine may have at a time); its
+// subnet is none of the node's.
+const (
+	etcdBridge     = "bpasimetcd0"
+	etcdBridgeCIDR = "10.214.0.1/24"
+)
+
+// bridge makes etcdBridge, removed when t ends, and returns its subnet.
+func bridge(t *testing.T) *net.IPNet {
+	t.Helper()
+	_, subnet, err := net.ParseCIDR(etcdBridgeCIDR)
+	require.NoError(t, err)
+	for _, args := range [][]string{
+		{"link", "add", etcdBridge, "type", "bridge"},
+		{"addr", "add", etcdBridgeCIDR, "dev", etcdBridge},
+		{"link", "set", etcdBridge, "up"},
+	} {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %s (a bridge left by an earlier run? ip link del %s)", args, out, etcdBridge)
+		if args[1] == "add" && args[0] == "link" {
+			t.Cleanup(func() { _ = exec.Command("ip", "link", "del", etcdBridge).Run() })
+		}
+	}
+	return subnet
+}
+
+// runPlaybook runs the stand-in's playbook with BPA's argv for ini on the hosts, as a
+// run-kubespray container of a site would (kubespraysim.Container), from the test process.
+func runPlaybook(t *testing.T, ctx context.Context, sim *simhost.Cluster, ini string, c kubespraysim.Container, playbook, playbookVars string) {
+	t.Helper()
+	dir := t.TempDir()
+	varsYAML, err := inventory.MarshalVars(map[string]any{})
+	require.NoError(t, err)
+	o := kubespray.DefaultRunOptions()
+	o.Inventory, o.ExtraVars = filepath.Join(dir, "hosts.ini"), filepath.Join(dir, "vars.yaml")
+	require.NoError(t, os.WriteFile(o.Inventory, []byte(ini), 0o644))
+	require.NoError(t, os.WriteFile(o.ExtraVars, varsYAML, 0o644))
+	o.SSHKey, o.KnownHosts, o.SSHPort, o.Playbook = sim.ClientKeyPath(), sim.KnownHostsPath(), sim.Hosts()[0].Port, playbook
+	o.PlaybookVars = playbookVars
+	inv, err := kubespray.Build(o, "ansible-playbook", os.Environ())
+	require.NoError(t, err)
+	control, err := kubespraysim.NewControlDir()
+	require.NoError(t, err)
+	t.Cleanup(func() { kubespraysim.StopSSHMasters(control) })
+	c.Image, c.Tmp, c.ControlDir = o.KubesprayImage, t.TempDir(), control
+	env, err := c.Env()
+	require.NoError(t, err)
+	tree, err := kubespraysim.Tree()
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "ansible-playbook", inv.Args[1:]...)
+	cmd.Dir, cmd.Env = tree, slices.Concat(inv.Env, env, []string{"ANSIBLE_NOCOLOR=1"})
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s:\n%s", playbook, out)
+}
+
+// TestEtcdHostsServeTheApplicationEtcd: after the stand-in's cluster.yml, the first etcd host
+// has kubespray's etcd CA and admin certificate, and a client made of those three files
+// alone, read over SSH, reaches the application etcd at the host's 127.0.0.1:2379 through
+// the SSH connection (as an operator's backup would) and reads what the application
+// apiserver wrote. A host outside group etcd has neither the files nor an etcd; after
+// reset.yml the etcd host has neither either.
+func TestEtcdHostsServeTheApplicationEtcd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	subnet := bridge(t)
+	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
+	app, err := r.StartAppAPIServerFor(ctx, "app", subnet)
+	require.NoError(t, err)
+	agent, err := kubespraysim.BuildAgent()
+	require.NoError(t, err)
+
+	sim := simhost.NewCluster(t)
+	hosts := map[string]*simhost.Host{}
+	var statuses []bpav1.HostStatus
+	dirs := map[string]string{}
+	for i, name := range []string{"m1", "w1"} {
+		addr := &net.IPNet{IP: net.IPv4(10, 214, 0, byte(11+i)), Mask: subnet.Mask}
+		h := sim.StartOn(name, simhost.Network{Bridge: etcdBridge, Address: addr})
+		// Without a node the admin kubeconfig names 127.0.0.1: each machine serves the
+		// apiserver there, for the stand-in's agent on the first control-plane machine.
+		require.NoError(t, h.ForwardWhile(app.Port, "127.0.0.1:"+strconv.Itoa(app.Port), nil))
+		require.NoError(t, serveAppEtcd(h, app.Etcd))
+		hosts[name], dirs[h.IP] = h, h.KubernetesDir()
+		role := map[string]string{"m1": "master", "w1": "worker"}[name]
+		statuses = append(statuses, bpav1.HostStatus{Name: name, IP: h.IP, Roles: []string{role}, Etcd: name == "m1"})
+	}
+	ini, _, err := inventory.Render(statuses, inventory.Options{})
+	require.NoError(t, err)
+	etcdDir := filepath.Join(t.TempDir(), "app-etcd")
+	require.NoError(t, writeAppEtcdFiles(app.Etcd, etcdDir))
+	container := kubespraysim.Container{AppKubeconfig: app.Kubeconfig, AppEtcdDir: etcdDir, KubeDirs: dirs, Agent: agent}
+
+	start := time.Now()
+	runPlaybook(t, ctx, sim, string(ini), container, "cluster.yml", "")
+	t.Logf("cluster.yml in %s", time.Since(start).Round(100*time.Millisecond))
+
+	m1, w1 := hosts["m1"], hosts["w1"]
+	ca, cert, key := kubespraysim.EtcdFiles("m1")
+	for _, f := range []string{ca, cert, key} {
+		fi, err := os.Stat(m1.File(f))
+		if assert.NoError(t, err, "m1 has %s", f) {
+			assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "%s: kubespray's check certificate permissions makes it 0700", f)
+		}
+	}
+	fi, err := os.Stat(m1.File(kubespraysim.EtcdCertDir))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), kubespraysim.EtcdCertDir)
+	assert.NoDirExists(t, w1.File(kubespraysim.EtcdCertDir), "w1 is no etcd host: it has no etcd certificates")
+
+	c := sshClient(t, ctx, m1)
+	etcd := etcdThroughSSH(t, ctx, c, "m1")
+	resp, err := etcd.Get(ctx, "/registry/namespaces/kube-system")
+	require.NoError(t, err)
+	assert.Len(t, resp.Kvs, 1, "the application apiserver's kube-system namespace, read from the application etcd through m1")
+
+	assert.False(t, etcdAnswers(ctx, w1.IP, app.Etcd), "w1 serves no etcd")
+	assert.True(t, etcdAnswers(ctx, m1.IP, app.Etcd), "m1 serves the application etcd on its address too, with a certificate for it")
+
+	runPlaybook(t, ctx, sim, string(ini), container, "reset.yml", `{"reset_confirmation":"yes"}`)
+	assert.NoDirExists(t, m1.File(kubespraysim.EtcdCertDir), "reset removes etcd's certificates")
+	assert.False(t, etcdAnswers(ctx, m1.IP, app.Etcd), "after the reset m1 serves no etcd")
+}
+
+// sshClient logs in to h with pkg/sshexec, as a step would.
+func sshClient(t *testing.T, ctx context.Context, h *simhost.Host) *sshexec.Client {
+	t.Helper()
+	c, err := sshexec.Dial(ctx, h.IP, sshexec.Config{Port: h.Port, KeyFile: h.ClientKeyPath(), KnownHostsFile: h.KnownHostsPath()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// etcdThroughSSH is an etcd client made only of the files kubespray leaves on the etcd host
+// host (its inventory name), read over c, that dials 127.0.0.1:2379 on that host through c.
+func etcdThroughSSH(t *testing.T, ctx context.Context, c *sshexec.Client, host string) *clientv3.Client {
+	t.Helper()
+	caPath, certPath, keyPath := kubespraysim.EtcdFiles(host)
+	read := func(p string) []byte {
+		data, err := c.ReadFile(ctx, p)
+		require.NoError(t, err)
+		return data
+	}
+	ca, cert, key := read(caPath), read(certPath), read(keyPath)
+	pair, err := tls.X509KeyPair(cert, key)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(ca))
+	etcd, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"https://127.0.0.1:" + strconv.Itoa(EtcdPort)},
+		TLS:         &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+		DialTimeout: 10 * time.Second,
+		// Every connection is opened by the host, through the SSH connection: the endpoint
+		// is the host's own loopback.
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return c.DialContext(ctx, "tcp", addr)
+		})},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = etcd.Close() })
+	return etcd
+}
+
+// etcdAnswers reports whether an etcd answers a TLS client with e's admin certificate at
+// ip:EtcdPort, the server's certificate verified for ip.
+func etcdAnswers(ctx context.Context, ip string, e *rig.AppEtcd) bool {
+	tlsConfig, err := e.ClientTLS()
+	if err != nil {
+		return false
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + net.JoinHostPort(ip, strconv.Itoa(EtcdPort))}, TLS: tlsConfig, DialTimeout: 3 * time.Second})
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = c.Get(short, "/registry/namespaces/kube-system")
+	return err == nil
+}
