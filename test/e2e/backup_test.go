@@ -74,7 +74,9 @@ func (e *env) scenarioBackup(t *testing.T, store *sim.BackupServer) {
 	t.Run("no snapshot, no operation", func(t *testing.T) {
 		require.NoError(t, os.Remove(key))
 		before := len(d.kubesprayRuns(t))
-		p, _ := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{"bkw2": mac("bkw2")}) })
+		p, _ := d.edit(t, func(p *bpav1.Provisioning) {
+			p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{"bkw2": mac("bkw2")})
+		})
 		failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 		stalled := findCondition(failed.Status.Conditions, bpav1.ConditionStalled)
 		require.NotNil(t, stalled)
