@@ -38,7 +38,10 @@ func TestChainedUpgradeCheckpoints(t *testing.T) {
 	// The cluster as generation 1's run left it.
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "up", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
 		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}},
-			Kubespray: &bpav1.KubesprayConfig{Version: "v2.27.1"}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"}}}
+			Kubespray: &bpav1.KubesprayConfig{Version: "v2.27.1"}, Kubernetes: &bpav1.KubernetesConfig{Version: "1.30.4"},
+			// No backup server on this rig: the hops alone (the snapshots between them:
+			// translator's TestPlanBackups).
+			EtcdBackup: &bpav1.EtcdBackup{BeforeDay2: bpav1.BackupSkip}}}
 	built := builtAsSpecified(ctx, t, c, p)
 	edit := func(change func(p *bpav1.Provisioning)) {
 		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -107,7 +107,8 @@ func TestDescribeOnRig(t *testing.T) {
 func checkDescribedProvisioning(t *testing.T, got string) {
 	t.Helper()
 	assert.True(t, strings.HasPrefix(got, "Provisioning bpa-system/provisioning-sample-xyz  Succeeded  6/6  cluster cluster-xyz\n"), got)
-	assert.Contains(t, got, "│ └─EtcdQuorum  True  OddEtcdCount")
+	assert.Regexp(t, `│ ├─EtcdQuorum +True  OddEtcdCount`, got)
+	assert.Regexp(t, `│ └─CertificatesExpiring +True  CertificateExpiring`, got)
 	assert.Contains(t, got, "├─Workflow provisioning-sample-xyz-provision-2  Succeeded  6/6")
 	for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "verify", "publish-kubeconfig"} {
 		assert.Regexp(t, "(?m)^│ [├└]─"+step+" +Succeeded +[0-9]", got, step)

@@ -36,7 +36,9 @@ func TestWorkflowTooLarge(t *testing.T) {
 
 	// A cluster built by generation 1 (one master, an empty pool), as its run left it.
 	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big", Labels: map[string]string{bpav1.ClusterLabel: "c1"}},
-		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, WorkerPools: []bpav1.WorkerPool{{Name: "edge"}}}}
+		Spec: bpav1.ProvisioningSpec{Masters: []bpav1.NodeEntry{{"m1": nil}}, WorkerPools: []bpav1.WorkerPool{{Name: "edge"}},
+			// No backup server on this rig: the run is the scale-up alone.
+			EtcdBackup: &bpav1.EtcdBackup{BeforeDay2: bpav1.BackupSkip}}}
 	builtAsSpecified(ctx, t, c, p)
 	setReplicas := func(n int32) {
 		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -33,7 +33,7 @@ func newCA(cn string) (*certAuthority, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(7 * 24 * time.Hour),
+		NotAfter:              time.Now().Add(rigCertValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -73,7 +73,7 @@ func (ca *certAuthority) issue(cn string, usage x509.ExtKeyUsage, ips []net.IP, 
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(7 * 24 * time.Hour),
+		NotAfter:     time.Now().Add(rigCertValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     dns,
@@ -158,3 +158,8 @@ func randomToken() string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// rigCertValidity is how long the rig's CAs and certificates last: the application
+// apiserver's is the chain verify reads as apiserver-served, and a site's clusters must not
+// show CertificatesExpiring for the rig's own certificates (30 days by default).
+const rigCertValidity = 2 * 365 * 24 * time.Hour
