@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
@@ -269,4 +270,23 @@ func TestOpenReadsTheSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Kvs, 1)
 	assert.Equal(t, "/registry/configmaps/default/before", string(got.Kvs[0].Key))
+}
+
+// The scratch etcd's peer listener is the socket in its dir, not an abstract socket whose
+// Close tries to remove "@..." from the working directory (and, where that is read-only,
+// as in a step pod, never closes it: Close hung).
+func TestScratchPeerSocketIsInItsDir(t *testing.T) {
+	dir := t.TempDir()
+	s := scratch{dir: dir, lg: zap.NewNop()}
+	cli := liveEtcd(t)
+	ctx := testContext(t)
+	res, err := Save(ctx, cli, filepath.Join(t.TempDir(), "s.db"))
+	require.NoError(t, err)
+	require.NoError(t, s.restore(res.Path))
+	e, c, err := s.start(ctx)
+	require.NoError(t, err)
+	defer e.Close()
+	defer c.Close()
+	require.Len(t, e.Peers, 1)
+	assert.Equal(t, filepath.Join(dir, "peer.sock"), e.Peers[0].Listener.Addr().String())
 }

@@ -80,6 +80,17 @@ func (s scratch) socket(name string) url.URL {
 	return url.URL{Scheme: "unix", Path: filepath.Join(s.dir, name+".sock")}
 }
 
+// peerSocket is the peer listener's URL. etcd listens for peers on a unix URL's host alone
+// (embed's configurePeerListeners passes u.Host, where its client listeners take host and
+// path), so the path goes in the host: with it in the path, the peer listener was an
+// abstract socket named by the kernel ("@..."), which etcd's unixListener.Close first tries
+// to os.Remove relative to the working directory; in a step pod, whose working directory is
+// the read-only root, that fails with EROFS, the listener is never closed, and the scratch
+// etcd's Close hangs for good (http.Server.Shutdown waits for a Serve that never returns).
+func (s scratch) peerSocket() url.URL {
+	return url.URL{Scheme: "unix", Host: filepath.Join(s.dir, "peer.sock")}
+}
+
 // advertised is the URL the scratch member advertises, to its peers and clients: etcd wants
 // a host:port there, and nothing dials it (the member is alone; the client dials the
 // socket).
@@ -101,7 +112,7 @@ func (s scratch) restore(path string) error {
 // start starts the scratch etcd on the restored data dir, and a client of it, once it
 // serves.
 func (s scratch) start(ctx context.Context) (*embed.Etcd, *clientv3.Client, error) {
-	client, peer := s.socket("client"), s.socket("peer")
+	client, peer := s.socket("client"), s.peerSocket()
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir = scratchName, s.dataDir()
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{advertised}
