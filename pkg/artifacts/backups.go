@@ -38,9 +38,9 @@ import (
 // BackupResource is the RBAC resource (BPA's group, namespaced) of the backup area.
 const BackupResource = "etcdbackups"
 
-// MaxBackupsPerCluster bounds the snapshots one cluster's path holds (spec.etcdBackup.keep
-// is at most 100).
-const MaxBackupsPerCluster = 100
+// MaxBackupsPerCluster bounds the snapshots one cluster's path holds: spec.etcdBackup.keep
+// is at most 100, and the step stores the new snapshot before it deletes the oldest.
+const MaxBackupsPerCluster = 101
 
 // Headers of a backup write.
 const (
@@ -51,6 +51,14 @@ const (
 
 // backupName is a snapshot's file name: letters, digits, '.', '_' and '-', not hidden.
 var backupName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// metaSuffix names the record kept beside each snapshot; no snapshot's name ends in it, so
+// no request can address a record as a snapshot (and overwrite or delete it).
+const metaSuffix = ".json"
+
+func validBackupName(name string) bool {
+	return backupName.MatchString(name) && !strings.HasSuffix(name, metaSuffix)
+}
 
 // dnsLabel is a namespace or cluster name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -76,8 +84,8 @@ func BackupPath(namespace, cluster, name string) string {
 func (s *Server) serveBackups(w http.ResponseWriter, r *http.Request, rest string) {
 	parts := strings.Split(rest, "/")
 	if len(parts) != 3 || !dnsLabel.MatchString(parts[0]) || !dnsLabel.MatchString(parts[1]) ||
-		(parts[2] != "" && !backupName.MatchString(parts[2])) {
-		http.Error(w, "backup paths are /backups/<namespace>/<cluster>/[<name>]: lower-case DNS labels, and a name of letters, digits, '.', '_' and '-'", http.StatusBadRequest)
+		(parts[2] != "" && !validBackupName(parts[2])) {
+		http.Error(w, "backup paths are /backups/<namespace>/<cluster>/[<name>]: lower-case DNS labels, and a name of letters, digits, '.', '_' and '-', not ending in "+metaSuffix, http.StatusBadRequest)
 		return
 	}
 	ns, cluster, name := parts[0], parts[1], parts[2]
@@ -111,8 +119,7 @@ func (s *Server) serveBackups(w http.ResponseWriter, r *http.Request, rest strin
 	case "get":
 		s.serveBackupFile(w, r, dir, name)
 	case "create":
-		defer s.lock("backups/" + ns + "/" + cluster)()
-		s.putBackup(w, r, u, dir, name)
+		s.putBackup(w, r, u, ns, cluster, dir, name)
 	case "delete":
 		defer s.lock("backups/" + ns + "/" + cluster)()
 		// The snapshot first: metadata without a file is not listed.
@@ -123,7 +130,7 @@ func (s *Server) serveBackups(w http.ResponseWriter, r *http.Request, rest strin
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		_ = os.Remove(filepath.Join(dir, name+".json"))
+		_ = os.Remove(filepath.Join(dir, name+metaSuffix))
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -145,8 +152,10 @@ func (s *Server) serveBackupFile(w http.ResponseWriter, r *http.Request, dir, na
 }
 
 // putBackup stores one snapshot: the body is hashed as it is written to a temp file, which
-// is synced and renamed into place only when its sha256 is the declared one.
-func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, dir, name string) {
+// is synced and linked into place only when its sha256 is the declared one. The upload runs
+// without the cluster's lock (a slow writer of gigabytes must not hold up any other); the
+// lock covers only the checks and the link, which never replaces a snapshot.
+func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, ns, cluster, dir, name string) {
 	want := r.Header.Get(HeaderContentSHA256)
 	meta := r.Header.Get(HeaderBackupMeta)
 	switch {
@@ -160,15 +169,9 @@ func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, 
 		http.Error(w, fmt.Sprintf("a backup needs a Content-Length of at most %d bytes", s.opts.MaxSize), http.StatusRequestEntityTooLarge)
 		return
 	}
-	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-		http.Error(w, "backup "+name+" exists; snapshots are never replaced", http.StatusConflict)
-		return
-	}
-	if list, err := listBackups(dir); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	} else if len(list) >= MaxBackupsPerCluster {
-		http.Error(w, fmt.Sprintf("this cluster holds %d backups, the most the server keeps; delete old ones first", len(list)), http.StatusInsufficientStorage)
+	// Refused early, before any byte is read; checked again under the lock.
+	if code, msg := admitBackup(dir, name); code != 0 {
+		http.Error(w, msg, code)
 		return
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -179,7 +182,8 @@ func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, 
 	if meta != "" {
 		m.Backup = json.RawMessage(meta)
 	}
-	if err := writeBackup(dir, name, io.LimitReader(r.Body, r.ContentLength), &m); err != nil {
+	tmp, err := receiveBackup(dir, io.LimitReader(r.Body, r.ContentLength), &m)
+	if err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, ErrChecksum) || errors.Is(err, io.ErrUnexpectedEOF) {
 			code = http.StatusBadRequest
@@ -187,16 +191,43 @@ func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, 
 		http.Error(w, err.Error(), code)
 		return
 	}
+	defer os.Remove(tmp)
+	unlock := s.lock("backups/" + ns + "/" + cluster)
+	defer unlock()
+	if code, msg := admitBackup(dir, name); code != 0 {
+		http.Error(w, msg, code)
+		return
+	}
+	if err := publishBackup(dir, name, tmp, &m); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.WriteHeader(http.StatusCreated)
 	writeJSON(w, m)
 }
 
-// writeBackup writes body to dir/name through a temp file, and its metadata beside it, or
-// leaves nothing.
-func writeBackup(dir, name string, body io.Reader, m *BackupMeta) (err error) {
+// admitBackup refuses a name taken, or a cluster that holds the most snapshots the server
+// keeps: an HTTP status and message, or 0.
+func admitBackup(dir, name string) (int, string) {
+	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		return http.StatusConflict, "backup " + name + " exists; snapshots are never replaced"
+	}
+	list, err := listBackups(dir)
+	if err != nil {
+		return http.StatusInternalServerError, err.Error()
+	}
+	if len(list) >= MaxBackupsPerCluster {
+		return http.StatusInsufficientStorage, fmt.Sprintf("this cluster holds %d backups, the most the server keeps; delete old ones first", len(list))
+	}
+	return 0, ""
+}
+
+// receiveBackup writes body to a temp file in dir, synced, and returns its path once its
+// sha256 is m's; m.Size is set. On an error nothing is left.
+func receiveBackup(dir string, body io.Reader, m *BackupMeta) (_ string, err error) {
 	tmp, err := os.CreateTemp(dir, ".upload-*")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -212,19 +243,25 @@ func writeBackup(dir, name string, body io.Reader, m *BackupMeta) (err error) {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != m.SHA256 {
-		return fmt.Errorf("%w: received %d bytes with sha256 %s, not the declared %s", ErrChecksum, m.Size, got, m.SHA256)
+		return "", fmt.Errorf("%w: received %d bytes with sha256 %s, not the declared %s", ErrChecksum, m.Size, got, m.SHA256)
 	}
+	return tmp.Name(), nil
+}
+
+// publishBackup writes the metadata, then links the received file in as name: a link never
+// replaces a file, so even a writer that slipped past the checks cannot overwrite one.
+func publishBackup(dir, name, tmp string, m *BackupMeta) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err = os.WriteFile(filepath.Join(dir, name+".json"), b, 0o640); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+metaSuffix), b, 0o640); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+	return os.Link(tmp, filepath.Join(dir, name))
 }
 
 // listBackups lists a cluster's snapshots, oldest first.
@@ -237,8 +274,8 @@ func listBackups(dir string) ([]BackupMeta, error) {
 	}
 	out := []BackupMeta{}
 	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !backupName.MatchString(name) {
+		name, ok := strings.CutSuffix(e.Name(), metaSuffix)
+		if !ok || !validBackupName(name) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {

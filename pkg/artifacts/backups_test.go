@@ -102,10 +102,23 @@ func TestBackups(t *testing.T) {
 		require.ErrorContains(t, err, "Forbidden")
 	})
 	t.Run("paths outside the layout are refused", func(t *testing.T) {
-		for _, p := range []string{"/backups/" + ns + "/c1/.hidden", "/backups/" + ns + "/c1/a/b", "/backups/" + ns + "/C1/x", "/backups/../etc/x", "/backups/" + ns + "/c1"} {
+		for _, p := range []string{"/backups/" + ns + "/c1/.hidden", "/backups/" + ns + "/c1/a/b", "/backups/" + ns + "/C1/x", "/backups/../etc/x", "/backups/" + ns + "/c1", "/backups/" + ns + "/c1/snap-1.db.json"} {
 			code, _ := get(t, s.URL+p, step)
 			assert.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound}, code, p)
 		}
+	})
+	t.Run("no snapshot is named as a record", func(t *testing.T) {
+		// A record is <name>.json beside its snapshot: a snapshot of that name would
+		// replace a record, and a delete of it would hide a snapshot from the listing.
+		_, err := c.PutBackup(ctx, ns, "c1", "snap-1.db.json", file, sum, nil)
+		var se *artifacts.StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, http.StatusBadRequest, se.Code)
+		require.ErrorAs(t, c.RemoveBackup(ctx, ns, "c1", "snap-1.db.json"), &se)
+		assert.Equal(t, http.StatusBadRequest, se.Code)
+		list, err := c.ListBackups(ctx, ns, "c1")
+		require.NoError(t, err)
+		assert.Len(t, list, 1)
 	})
 	t.Run("a deleted snapshot is gone", func(t *testing.T) {
 		require.NoError(t, c.RemoveBackup(ctx, ns, "c1", "snap-1.db"))

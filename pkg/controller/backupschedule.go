@@ -22,6 +22,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/observe"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
+	"github.com/akraino-edge-stack/bpa/pkg/validation"
 )
 
 // backupScheduler takes each Provisioning's scheduled etcd snapshots
@@ -37,9 +38,7 @@ type backupScheduler struct {
 	now      func() time.Time
 }
 
-// maxMissedSlots bounds the walk to the newest time a schedule missed (a controller down a
-// week with a per-minute schedule): past it the newest missed time is taken from where the
-// walk stopped, which is at worst an older one.
+// maxMissedSlots bounds a walk to the newest time a schedule missed (see lastSlot).
 const maxMissedSlots = 100000
 
 func (r *backupScheduler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -70,11 +69,12 @@ func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) 
 	if b == nil || b.Schedule == "" || p.Status.Applied == nil || len(p.Status.Applied.Hosts) == 0 {
 		return ctrl.Result{}, nil
 	}
-	sched, err := cron.ParseStandard(b.Schedule)
-	if err != nil {
-		r.Recorder.Eventf(p, corev1.EventTypeWarning, bpav1.ReasonInvalidSpec, "spec.etcdBackup.schedule: %v", err)
-		return ctrl.Result{}, nil // admission and lint refuse it; nothing to retry
+	if errs := validation.ValidateEtcdBackup(p); len(errs) > 0 {
+		// The CRD's pattern admits the shape, not the values; bpa lint refuses it.
+		setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdBackedUp, metav1.ConditionFalse, bpav1.ReasonInvalidSpec, errs.ToAggregate().Error())
+		return ctrl.Result{}, nil // nothing to retry until the spec changes
 	}
+	sched, _ := cron.ParseStandard(b.Schedule)
 	now := r.clock()
 	slot, due := lastSlot(sched, p, now)
 	next := ctrl.Result{RequeueAfter: sched.Next(now).Sub(now) + time.Second}
@@ -96,7 +96,17 @@ func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) 
 	} else if err != nil {
 		return next, err
 	}
-	if err := r.Create(ctx, wf); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.Create(ctx, wf); apierrors.IsAlreadyExists(err) {
+		// This time's, made before a crash lost the status write; unless another CR of the
+		// same name (deleted and made again) made it.
+		existing := &wfv1.Workflow{}
+		if err := r.Get(ctx, client.ObjectKeyFromObject(wf), existing); err != nil {
+			return ctrl.Result{}, err
+		}
+		if !metav1.IsControlledBy(existing, p) {
+			return ctrl.Result{}, fmt.Errorf("Workflow %s exists and is not this Provisioning's", wf.Name)
+		}
+	} else if err != nil {
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(p, corev1.EventTypeNormal, bpav1.EventBackupStarted, "etcd snapshot for %s (spec.etcdBackup.schedule %q): Workflow %s", slot.UTC().Format(time.RFC3339), b.Schedule, wf.Name)
@@ -143,11 +153,26 @@ func (r *backupScheduler) observe(p *bpav1.Provisioning, wfs []wfv1.Workflow) (r
 // made up: one snapshot stands for them.
 func lastSlot(sched cron.Schedule, p *bpav1.Provisioning, now time.Time) (time.Time, bool) {
 	from := p.CreationTimestamp.Time
-	if t := p.Status.LastScheduledBackup; t != nil {
+	if t := p.Status.LastScheduledBackup; t != nil && t.Before(&metav1.Time{Time: now}) {
 		from = t.Time
 	}
+	// The last two days first: a frequent schedule has its newest time there, in a walk of
+	// at most a few thousand; only a rare one (weekly, monthly) walks from the last taken.
+	if recent := now.Add(-recentWindow); from.Before(recent) {
+		if slot, ok := walkSlots(sched, recent, now); ok {
+			return slot, true
+		}
+	}
+	return walkSlots(sched, from, now)
+}
+
+// recentWindow is how far back lastSlot looks first for the newest time of a schedule.
+const recentWindow = 48 * time.Hour
+
+// walkSlots is the newest time of sched after from that is not after now.
+func walkSlots(sched cron.Schedule, from, now time.Time) (time.Time, bool) {
 	var slot time.Time
-	for i, t := 0, sched.Next(from); !t.After(now) && i < maxMissedSlots; i, t = i+1, sched.Next(t) {
+	for i, t := 0, sched.Next(from); !t.IsZero() && !t.After(now) && i < maxMissedSlots; i, t = i+1, sched.Next(t) {
 		slot = t
 	}
 	return slot, !slot.IsZero()

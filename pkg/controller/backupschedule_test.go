@@ -105,3 +105,37 @@ func TestScheduledBackupFailureIsReported(t *testing.T) {
 	assert.Equal(t, bpav1.ReasonNoBackupServer, cond.Reason)
 	assert.Contains(t, cond.Message, "spec.etcdBackup.schedule")
 }
+
+// A per-minute schedule set on a CR made a year ago takes one snapshot, for the newest
+// minute (the walk from creation would stop after 100,000 and take a stale one); a schedule
+// that never fires is refused naming the field, without a Workflow.
+func TestScheduleEdges(t *testing.T) {
+	now := time.Date(2027, 1, 1, 12, 0, 30, 0, time.UTC)
+	for schedule, want := range map[string]string{"* * * * *": "2027-01-01T12:00:00Z", "0 0 30 2 *": ""} {
+		p := newProvisioning() // created 2026-01-01
+		p.Spec.EtcdBackup = &bpav1.EtcdBackup{Schedule: schedule}
+		p.Status.Applied = &bpav1.AppliedState{Hosts: appliedHosts}
+		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: bpav1.PolicyName}, Spec: bpav1.BPAPolicySpec{
+			EtcdBackupServer: "https://b.site", ArtifactServers: []bpav1.ArtifactServer{{URL: "https://b.site", CABundle: string(nodetrusttest.NewCA(t, []string{"b.site"}).PEM)}}}}
+		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p, pol).WithStatusSubresource(&bpav1.Provisioning{}).Build()
+		r := &backupScheduler{Client: c, Recorder: record.NewFakeRecorder(10), now: func() time.Time { return now }}
+		start := time.Now()
+		_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), time.Second, schedule)
+		got := &bpav1.Provisioning{}
+		require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "p"}, got))
+		wfs := workflows(t, c)
+		if want == "" {
+			assert.Empty(t, wfs, schedule)
+			cond := meta.FindStatusCondition(got.Status.Conditions, bpav1.ConditionEtcdBackedUp)
+			require.NotNil(t, cond, schedule)
+			assert.Equal(t, bpav1.ReasonInvalidSpec, cond.Reason)
+			assert.Contains(t, cond.Message, "spec.etcdBackup.schedule")
+			assert.Contains(t, cond.Message, "never fires")
+			continue
+		}
+		require.Len(t, wfs, 1, schedule)
+		assert.Equal(t, want, got.Status.LastScheduledBackup.UTC().Format(time.RFC3339))
+	}
+}

@@ -8,14 +8,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
@@ -289,4 +290,19 @@ func TestScratchPeerSocketIsInItsDir(t *testing.T) {
 	defer c.Close()
 	require.Len(t, e.Peers, 1)
 	assert.Equal(t, filepath.Join(dir, "peer.sock"), e.Peers[0].Listener.Addr().String())
+}
+
+// A scratch parent too long for a unix socket's path still verifies and opens (the scratch
+// etcd's sockets then go under /tmp).
+func TestLongScratchParent(t *testing.T) {
+	ctx := testContext(t)
+	cli := liveEtcd(t)
+	parent := filepath.Join(t.TempDir(), strings.Repeat("a-long-folder-name-", 5))
+	require.NoError(t, os.MkdirAll(parent, 0o755))
+	res, err := Backup(ctx, cli, filepath.Join(t.TempDir(), "s.db"), parent, nil)
+	require.NoError(t, err)
+	snap, closeFn, err := Open(ctx, res.Path, parent, nil)
+	require.NoError(t, err)
+	closeFn()
+	_ = snap
 }

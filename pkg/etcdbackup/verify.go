@@ -38,7 +38,7 @@ func Verify(ctx context.Context, path string, c Canary, scratchParent string, lg
 	if lg == nil {
 		lg = zap.NewNop()
 	}
-	dir, err := os.MkdirTemp(scratchParent, "bpa-etcd-verify-")
+	dir, err := mkScratch(scratchParent, "bpa-etcd-verify-")
 	if err != nil {
 		return v, fmt.Errorf("%w: scratch dir: %w", ErrNotVerified, err)
 	}
@@ -64,6 +64,22 @@ func Verify(ctx context.Context, path string, c Canary, scratchParent string, lg
 		return v, fmt.Errorf("%w: %s: %w", ErrNotVerified, path, err)
 	}
 	return v, nil
+}
+
+// maxSocketPath is the longest path a unix socket may have (sun_path's 108 bytes, less the
+// terminating NUL).
+const maxSocketPath = 107
+
+// mkScratch makes the scratch dir under parent, or under /tmp when a socket in it would have
+// a path longer than a unix socket may ("bind: invalid argument" otherwise, as under a
+// test's long temp dir).
+func mkScratch(parent, pattern string) (string, error) {
+	dir, err := os.MkdirTemp(parent, pattern)
+	if err != nil || len(filepath.Join(dir, "client.sock")) <= maxSocketPath {
+		return dir, err
+	}
+	_ = os.Remove(dir)
+	return os.MkdirTemp("/tmp", pattern)
 }
 
 // scratch is the throw-away member a snapshot is restored into.
@@ -188,7 +204,7 @@ func Open(ctx context.Context, path, scratchParent string, lg *zap.Logger) (_ *c
 	if lg == nil {
 		lg = zap.NewNop()
 	}
-	dir, err := os.MkdirTemp(scratchParent, "bpa-etcd-open-")
+	dir, err := mkScratch(scratchParent, "bpa-etcd-open-")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"time"
+
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -15,8 +17,19 @@ func ValidateEtcdBackup(p *bpav1.Provisioning) field.ErrorList {
 	if b == nil || b.Schedule == "" {
 		return nil
 	}
-	if _, err := cron.ParseStandard(b.Schedule); err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath("spec", "etcdBackup", "schedule"), b.Schedule, err.Error())}
+	path := field.NewPath("spec", "etcdBackup", "schedule")
+	sched, err := cron.ParseStandard(b.Schedule)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path, b.Schedule, err.Error())}
+	}
+	if NeverFires(sched) {
+		return field.ErrorList{field.Invalid(path, b.Schedule, "never fires (a day that no month has, such as February 30)")}
 	}
 	return nil
+}
+
+// NeverFires says whether a parsed schedule has no next time within the next five years
+// (cron's Next gives the zero time then).
+func NeverFires(s cron.Schedule) bool {
+	return s.Next(time.Now()).IsZero()
 }

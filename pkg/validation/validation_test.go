@@ -142,7 +142,7 @@ func TestCRDHoldsTheKubesprayProfiles(t *testing.T) {
 }
 
 func TestValidateEtcdBackupSchedule(t *testing.T) {
-	for schedule, ok := range map[string]bool{"": true, "0 */6 * * *": true, "@daily": true, "30 2 * * 1-5": true, "61 * * * *": false, "0 0 * * 8": false} {
+	for schedule, ok := range map[string]bool{"": true, "0 */6 * * *": true, "@daily": true, "30 2 * * 1-5": true, "61 * * * *": false, "0 0 * * 8": false, "0 0 30 2 *": false} {
 		p := &bpav1.Provisioning{Spec: bpav1.ProvisioningSpec{EtcdBackup: &bpav1.EtcdBackup{Schedule: schedule}}}
 		errs := validation.ValidateEtcdBackup(p)
 		if ok {

@@ -132,14 +132,17 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if p.Status.Applied != nil {
 		applied = p.Status.Applied.Hosts
 	}
-	member, err := FirstEtcdMember(applied)
+	members, err := EtcdMembers(applied)
 	if err != nil {
 		return failed("%v", err)
 	}
-	res, err := o.take(ctx, member, o.ssh.Config(o.flags, p.Spec.SSH))
+	res, member, err := o.takeFromAny(ctx, members, o.ssh.Config(o.flags, p.Spec.SSH))
 	if err != nil {
-		return failed("on %s (%s): %v", member.Name, member.IP, err)
+		return err
 	}
+	// The snapshot holds every Secret of the cluster: it leaves the pod only for the server,
+	// whatever happens next.
+	defer os.Remove(res.Path)
 	rec := Record(res, member.Name, o.workflow)
 	meta, err := json.Marshal(rec)
 	if err != nil {
@@ -148,11 +151,29 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if _, err := store.PutBackup(ctx, p.Namespace, cluster, res.Name, res.Path, res.SHA256, meta); err != nil {
 		return failed("storing snapshot %s on %s: %v", res.Name, o.server, err)
 	}
-	_ = os.Remove(res.Path)
 	o.logf("stored snapshot %s (%d bytes, revision %d, sha256 %s) on %s under %s/%s",
 		res.Name, res.Size, res.Revision, res.SHA256, o.server, p.Namespace, cluster)
 	o.prune(ctx, store, p, cluster)
 	return stepio.WriteOutput(stepio.Out(stepio.BackupFile), meta)
+}
+
+// takeFromAny takes the snapshot on the first etcd member that gives one, in order: a dead
+// first member (the one a day-2 run may be about to remove) does not stop the backup while
+// another serves the same store.
+func (o *options) takeFromAny(ctx context.Context, members []bpav1.HostStatus, cfg sshexec.Config) (etcdbackup.Result, bpav1.HostStatus, error) {
+	var failures []string
+	for _, m := range members {
+		res, err := o.take(ctx, m, cfg)
+		if err == nil {
+			return res, m, nil
+		}
+		o.logf("no snapshot from %s (%s): %v", m.Name, m.IP, err)
+		failures = append(failures, fmt.Sprintf("%s (%s): %v", m.Name, m.IP, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return etcdbackup.Result{}, bpav1.HostStatus{}, failed("no etcd member gave a verified snapshot: %s (to run the operation without one, set spec.etcdBackup.beforeDay2: Skip)", strings.Join(failures, "; "))
 }
 
 // take reads the member's client certificate over SSH, reaches its etcd through the same
@@ -237,24 +258,21 @@ func clientTLS(ctx context.Context, conn *sshexec.Client, node string) (*tls.Con
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// FirstEtcdMember is the etcd member the snapshot is taken on: the first, by name, of the
-// live cluster's etcd hosts (kubespray's first etcd host, which its own
-// recover_lost_quorum.yml snapshots).
-func FirstEtcdMember(applied []bpav1.HostStatus) (bpav1.HostStatus, error) {
+// EtcdMembers are the live cluster's etcd members (status.applied) a snapshot may be taken
+// on, by name: the first is kubespray's first etcd host, which its own
+// recover_lost_quorum.yml snapshots; hosts that are leaving are left out.
+func EtcdMembers(applied []bpav1.HostStatus) ([]bpav1.HostStatus, error) {
 	var members []bpav1.HostStatus
 	for _, h := range applied {
-		if h.Etcd && !h.Removing {
+		if h.Etcd && !h.Removing && h.IP != "" {
 			members = append(members, h)
 		}
 	}
 	if len(members) == 0 {
-		return bpav1.HostStatus{}, errors.New("status.applied lists no etcd member: the cluster was never built, so there is nothing to back up")
+		return nil, errors.New("status.applied lists no etcd member with an address: the cluster was never built, so there is nothing to back up")
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
-	if members[0].IP == "" {
-		return bpav1.HostStatus{}, fmt.Errorf("etcd member %s has no IP address in status.applied", members[0].Name)
-	}
-	return members[0], nil
+	return members, nil
 }
 
 // Record is the snapshot as status.backups lists it.
