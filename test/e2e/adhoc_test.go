@@ -35,13 +35,14 @@ func (e *env) adHocDay2(t *testing.T, p *bpav1.Provisioning) {
 	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKeyFromObject(p), cur))
 	cur.Spec.Workers = []bpav1.NodeEntry{{"w2": extra.Spec.Workers[0]["w1"]}}
 	require.NoError(t, e.Client.Update(e.ctx, cur))
-	want, err := translator.Provisioning(cur, translator.Options{})
+	// The site's backup server, as the controller would give it (only the tasks matter here).
+	want, err := translator.Provisioning(cur, translator.Options{BackupServer: "https://backups.site"})
 	require.NoError(t, err)
 	var wantSteps []string
 	for _, task := range want.Spec.Templates[0].DAG.Tasks {
 		wantSteps = append(wantSteps, task.Name)
 	}
-	require.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", translator.StepRemoveWorkers, translator.StepScaleWorkers, "verify", "publish-kubeconfig"}, wantSteps)
+	require.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", translator.StepBackupEtcd, translator.StepRemoveWorkers, translator.StepScaleWorkers, "verify", "publish-kubeconfig"}, wantSteps)
 
 	out, err := e.Argo(e.ctx, "submit", "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+p.Name, "-o", "name")
 	require.NoError(t, err, out)

@@ -53,9 +53,11 @@ func (e *env) scenarioChain(t *testing.T) {
 	t.Cleanup(func() { _ = os.Remove(d.FailFile) })
 	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
 	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubespray.Version, p.Spec.Kubernetes.Version = "v2.28.0", "1.32.5" })
-	assert.Contains(t, plan, "## Step 2/3 upgrade: upgrade kubespray v2.27.1 → v2.28.0 and Kubernetes 1.30.4 → 1.32.5, hop 1 of 2: Kubernetes 1.30.4 → 1.31.9 with kubespray v2.27.1\n")
+	assert.Contains(t, plan, "## Step 1/5 backup-etcd: ")
+	assert.Contains(t, plan, "## Step 3/5 upgrade: upgrade kubespray v2.27.1 → v2.28.0 and Kubernetes 1.30.4 → 1.32.5, hop 1 of 2: Kubernetes 1.30.4 → 1.31.9 with kubespray v2.27.1\n")
 	assert.Contains(t, plan, "## runs in "+bpav1.DefaultKubesprayImage+":v2.27.1:")
-	assert.Contains(t, plan, "## Step 3/3 upgrade-2:")
+	assert.Contains(t, plan, "## Step 4/5 backup-etcd-2: ")
+	assert.Contains(t, plan, "## Step 5/5 upgrade-2:")
 	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 	assert.Contains(t, failed.Status.Message, "upgrade-2")
 	assert.Equal(t, [2]string{"v2.27.1", "1.31.9"}, releasesOf(failed), "the first hop is checkpointed in status.applied")
@@ -90,7 +92,9 @@ func (e *env) scenarioChain(t *testing.T) {
 	for _, s := range got.Status.Plan {
 		phases = append(phases, s.Name+" "+s.Phase)
 	}
-	assert.Equal(t, []string{"preflight Succeeded", "upgrade Succeeded", "upgrade-2 Succeeded"}, phases)
+	assert.Equal(t, []string{"backup-etcd Succeeded", "preflight Succeeded", "upgrade Succeeded", "backup-etcd-2 Succeeded", "upgrade-2 Succeeded"}, phases,
+		"a verified snapshot before the first hop and before the second")
+	assert.Len(t, got.Status.Backups, 2, "one snapshot per hop, stored and listed")
 }
 
 func releasesOf(p *bpav1.Provisioning) [2]string {

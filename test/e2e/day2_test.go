@@ -282,7 +282,9 @@ func (d *day2) addWorker(t *testing.T) {
 	assert.Equal(t, []string{"facts", "scale"}, d.runsSince(t, before))
 	assert.Equal(t, "d2w2", limitOf(t, d.kubesprayRuns(t)[before+1]), "scale.yml is limited to the new host")
 	assert.Equal(t, map[string][]string{"d2w2": {"scale.yml: joined, kubelet v1.30.4"}}, d.touched(t, logs), "only the new host is touched")
-	assert.Equal(t, []bpav1.OperationStatus{{Name: "scale-workers", Playbooks: []string{"facts", "scale"}, Nodes: []string{"d2w2"}, Reason: "add worker d2w2", Phase: "Succeeded"}}, got.Status.Plan)
+	assert.Equal(t, []bpav1.OperationStatus{{Name: translator.StepBackupEtcd, Reason: translator.BackupReason, Phase: "Succeeded"},
+		{Name: "scale-workers", Playbooks: []string{"facts", "scale"}, Nodes: []string{"d2w2"}, Reason: "add worker d2w2", Phase: "Succeeded"}}, got.Status.Plan,
+		"a verified etcd snapshot first")
 	d.assertNodes(t, got, "v1.30.4")
 	// The new node gets the cluster's Software, and only it.
 	w2 := d.Machine(d.hosts["d2w2"].Status.HardwareDetails.NIC[0].IP)
@@ -455,9 +457,9 @@ func (d *day2) failMidScale(t *testing.T) {
 func (d *day2) removeTwoMasters(t *testing.T) {
 	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
 	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Masters = p.Spec.Masters[:1] })
-	assert.Contains(t, plan, "## Step 1/3 remove-control-plane: d2m2 leave the cluster\n")
-	assert.Contains(t, plan, "## Step 2/3 remove-control-plane-2: d2m3 leave the cluster\n")
-	assert.Contains(t, plan, "## Step 3/3 reconfigure-etcd: ")
+	assert.Contains(t, plan, "## Step 2/4 remove-control-plane: d2m2 leave the cluster\n")
+	assert.Contains(t, plan, "## Step 3/4 remove-control-plane-2: d2m3 leave the cluster\n")
+	assert.Contains(t, plan, "## Step 4/4 reconfigure-etcd: ")
 	got := d.waitGeneration(t, p.Generation, bpav1.PhaseSucceeded)
 	assert.Equal(t, []string{"remove-node", "remove-node", "cluster"}, d.runsSince(t, before), "one removal per etcd member, then the reconfigure")
 	runs := d.kubesprayRuns(t)[before:]
@@ -499,8 +501,8 @@ func (d *day2) removalThatRemovedNothing(t *testing.T) {
 	assert.Contains(t, plan, `"node":"d2edge-4"`)
 	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 	assert.Equal(t, []string{"remove-node"}, d.runsSince(t, before), "kubespray ran once")
-	require.Len(t, failed.Status.Plan, 1)
-	assert.Equal(t, "Succeeded", failed.Status.Plan[0].Phase, "kubespray's run succeeded")
+	require.Len(t, failed.Status.Plan, 2)
+	assert.Equal(t, "Succeeded", failed.Status.Plan[1].Phase, "kubespray's run succeeded")
 	assert.Contains(t, failed.Status.Message, "verify")
 	assert.Contains(t, failed.Status.Message, "removal did not take effect: node d2edge-4: still registered")
 	assert.Contains(t, appliedNames(failed), "d2edge-4", "the node is still in the cluster, and status says so")

@@ -72,7 +72,7 @@ func (d *day2) failedPreflight(t *testing.T) {
 	before, logs := len(d.kubesprayRuns(t)), d.hostLogs(t)
 
 	p, plan := d.edit(t, func(p *bpav1.Provisioning) { p.Spec.Kubernetes.Version = "1.31.4" })
-	assert.Contains(t, plan, "Step 1/2 preflight: check before the upgrade", "bpa plan shows the preflight step")
+	assert.Contains(t, plan, "Step 2/3 preflight: check before the upgrade", "bpa plan shows the preflight step, after the snapshot")
 	failed := d.waitGeneration(t, p.Generation, bpav1.PhaseFailed)
 
 	stalled := findCondition(failed.Status.Conditions, bpav1.ConditionStalled)
