@@ -24,6 +24,8 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/hostmatch"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
+	"github.com/akraino-edge-stack/bpa/pkg/nodetrust/nodetrusttest"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
@@ -44,9 +46,10 @@ const maxRunWorkflowKiB = 512
 // gave them. The log names the parts that weigh most.
 func TestThousandNodeRunWorkflowSize(t *testing.T) {
 	p, hosts := thousandNodeScaleUp(t)
-	wf, err := translator.Provisioning(p, translator.Options{})
+	// The site's backup server, with a CA of a realistic size: a day-2 run snapshots etcd first.
+	wf, err := translator.Provisioning(p, translator.Options{BackupServer: "https://backups.site:8443", BackupServerCA: string(nodetrusttest.NewCA(t, []string{"backups.site"}).PEM)})
 	require.NoError(t, err)
-	require.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", translator.StepScaleWorkers, "verify", "publish-kubeconfig"},
+	require.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", translator.StepBackupEtcd, translator.StepScaleWorkers, "verify", "publish-kubeconfig"},
 		translator.StepsOf(mustPlan(t, p)))
 
 	// The step outputs, as the steps write them.
@@ -56,7 +59,16 @@ func TestThousandNodeRunWorkflowSize(t *testing.T) {
 	require.NoError(t, err)
 	vars, err := inventory.ExtraVars(&p.Spec)
 	require.NoError(t, err)
-	outputs := map[string]string{"hosts": string(hostsJSON), "inventory": string(ini), "extra-vars": string(vars)}
+	backup := `{"name":"etcd-20261128T013902Z.db","size":2147483648,"sha256":"e90501e26b42e78f0cf5c71ba1d003ee6aee55928a61b3facb4783b6e83f409a","revision":123456789,"member":"master-1","takenAt":"2026-11-28T01:39:02Z","verified":true,"workflow":"edge-provision-2"}`
+	// verify's certificates at their bound (bpav1.MaxCertificates entries).
+	certs := stepio.Certificates{CheckedAt: metav1.Now()}
+	for i := range bpav1.MaxCertificates {
+		certs.Certificates = append(certs.Certificates, bpav1.CertificateStatus{Node: fmt.Sprintf("master-%d", i%15+1),
+			Component: "apiserver-kubelet-client", NotAfter: metav1.Now(), Subject: "kube-apiserver-kubelet-client"})
+	}
+	certsJSON, err := json.Marshal(certs)
+	require.NoError(t, err)
+	outputs := map[string]string{"hosts": string(hostsJSON), "inventory": string(ini), "extra-vars": string(vars), "backup": backup, "certificates": string(certsJSON)}
 	wf.Status = finishedStatus(t, wf, outputs)
 
 	t.Logf("hosts JSON %.1f KiB (%d hosts), inventory %.1f KiB, vars %.1f KiB", kib(len(hostsJSON)), len(hosts), kib(len(ini)), kib(len(vars)))
