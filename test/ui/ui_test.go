@@ -54,6 +54,8 @@ func TestArgoUI(t *testing.T) {
 	require.NoError(t, os.MkdirAll(shots, 0o755))
 
 	site := sim.New(t, sim.Options{})
+	// The rerun below is a day-2 run, which takes its etcd snapshot first.
+	site.StartBackupServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ui, err := site.Rig.StartArgoServer(ctx, 0)
@@ -140,9 +142,10 @@ func TestArgoUI(t *testing.T) {
 	for _, n := range graph.Nodes {
 		failedPhases[n.Label] = strings.Join(n.Classes, " ")
 	}
-	// The rerun of a built cluster is planned as one operation: reconfigure (cluster.yml on
-	// every host).
+	// The rerun of a built cluster is planned as one operation, reconfigure (cluster.yml on
+	// every host), after its etcd snapshot.
 	assert.Equal(t, "Failed", failedPhases[translator.StepReconfigure], "nodes: %v", failedPhases)
+	assert.Equal(t, "Succeeded", failedPhases[translator.StepBackupEtcd], "the etcd snapshot before it: %v", failedPhases)
 
 	browse("retry", workflows+"/"+failed.Status.Workflow.Name, "provisioning-retried.png")
 	running := waitPhase(t, site, p.Name, bpav1.PhaseRunning, "")
