@@ -117,7 +117,7 @@ func (s *Server) serveBackups(w http.ResponseWriter, r *http.Request, rest strin
 		}
 		writeJSON(w, list)
 	case "get":
-		s.serveBackupFile(w, r, dir, name)
+		serveRegularFile(w, r, filepath.Join(dir, name))
 	case "create":
 		s.putBackup(w, r, u, ns, cluster, dir, name)
 	case "delete":
@@ -133,22 +133,6 @@ func (s *Server) serveBackups(w http.ResponseWriter, r *http.Request, rest strin
 		_ = os.Remove(filepath.Join(dir, name+metaSuffix))
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-func (s *Server) serveBackupFile(w http.ResponseWriter, r *http.Request, dir, name string) {
-	f, err := os.Open(filepath.Join(dir, name))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		http.NotFound(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", st.ModTime(), f)
 }
 
 // putBackup stores one snapshot: the body is hashed as it is written to a temp file, which

@@ -434,7 +434,13 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, p string) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	f, err := os.Open(filepath.Join(s.opts.Dir, "files", p))
+	serveRegularFile(w, r, filepath.Join(s.opts.Dir, "files", p))
+}
+
+// serveRegularFile downloads the regular file at name (a published file, a snapshot), or
+// answers 404.
+func serveRegularFile(w http.ResponseWriter, r *http.Request, name string) {
+	f, err := os.Open(name)
 	if err != nil {
 		http.NotFound(w, r)
 		return
