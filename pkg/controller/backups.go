@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -9,11 +8,8 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/policy"
-	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 // sha256Hex is a snapshot's recorded digest.
@@ -50,19 +46,4 @@ func mergeBackups(p *bpav1.Provisioning, wf *wfv1.Workflow, taken []bpav1.Backup
 	b := p.Status.Backups[len(p.Status.Backups)-1]
 	setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdBackedUp, metav1.ConditionTrue, bpav1.ReasonBackupVerified,
 		fmt.Sprintf("snapshot %s (revision %d, %d bytes) of %s verified and stored, taken %s by %s", b.Name, b.Revision, b.Size, b.Member, b.TakenAt.UTC().Format(time.RFC3339), b.Workflow))
-}
-
-// backupServer is the site policy's etcd backup server for p's namespace and its CA; a
-// caBundle that is not usable refuses the run.
-func backupServer(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (string, string, error) {
-	pol, err := policy.Get(ctx, c)
-	if err != nil {
-		return "", "", err
-	}
-	url, ca, err := pol.BackupServer(p)
-	if err != nil {
-		return "", "", &translator.Refusal{Field: "spec.etcdBackup", Reason: bpav1.ReasonPolicyViolation,
-			Message: "the site policy's CA for its etcd backup server cannot be used: " + err.Error()}
-	}
-	return url, ca, nil
 }

@@ -81,13 +81,11 @@ func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) 
 	if !due || running {
 		return next, nil // one backup at a time: a slot that comes meanwhile is taken later
 	}
-	server, ca, err := backupServer(ctx, r.Client, p)
-	if err != nil {
-		return next, err
+	o, err := siteOptions(ctx, r.Client, p, r.Options)
+	var wf *wfv1.Workflow
+	if err == nil {
+		wf, err = translator.EtcdBackupWorkflow(p, o, slot)
 	}
-	o := r.Options
-	o.BackupServer, o.BackupServerCA = server, ca
-	wf, err := translator.EtcdBackupWorkflow(p, o, slot)
 	var refused *translator.Refusal
 	if errors.As(err, &refused) {
 		setCondition(&p.Status.Conditions, p.Generation, bpav1.ConditionEtcdBackedUp, metav1.ConditionFalse, refused.Reason, refused.Error())
@@ -118,6 +116,7 @@ func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) 
 // and EtcdBackedUp from the newest that ended. It reports whether one is still running.
 func (r *backupScheduler) observe(p *bpav1.Provisioning, wfs []wfv1.Workflow) (running bool) {
 	var newest *wfv1.Workflow
+	var newestMessage string
 	for i := range wfs {
 		wf := &wfs[i]
 		o := observe.Workflow(wf, []string{translator.StepBackupEtcd})
@@ -127,7 +126,7 @@ func (r *backupScheduler) observe(p *bpav1.Provisioning, wfs []wfv1.Workflow) (r
 			continue
 		}
 		if newest == nil || newest.Status.FinishedAt.Before(&wf.Status.FinishedAt) {
-			newest = wf
+			newest, newestMessage = wf, o.Message
 		}
 	}
 	if newest == nil {
@@ -139,8 +138,7 @@ func (r *backupScheduler) observe(p *bpav1.Provisioning, wfs []wfv1.Workflow) (r
 	if n := len(p.Status.Backups); n > 0 && !p.Status.Backups[n-1].TakenAt.Before(&newest.Status.StartedAt) {
 		return running // a newer snapshot (a day-2 run's) stands
 	}
-	o := observe.Workflow(newest, []string{translator.StepBackupEtcd})
-	msg := o.Message
+	msg := newestMessage
 	if msg == "" {
 		msg = fmt.Sprintf("Workflow %s is %s", newest.Name, newest.Status.Phase)
 	}

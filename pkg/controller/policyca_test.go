@@ -30,10 +30,10 @@ func TestAPolicyCAWiderThanItsServerRefusesTheRun(t *testing.T) {
 		pol := &bpav1.BPAPolicy{ObjectMeta: metav1.ObjectMeta{Name: bpav1.PolicyName},
 			Spec: bpav1.BPAPolicySpec{ArtifactServers: []bpav1.ArtifactServer{{URL: "https://artifacts:8443", CABundle: ca}}}}
 		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pol).Build()
-		got, err := artifactsCA(context.Background(), c, p)
+		got, err := siteOptions(context.Background(), c, p, translator.Options{})
 		if want == "" {
 			require.NoError(t, err)
-			assert.Equal(t, ca, got)
+			assert.Equal(t, ca, got.ArtifactsCA)
 			continue
 		}
 		var refused *translator.Refusal

@@ -169,33 +169,32 @@ func admitProvisioning(ctx context.Context, c client.Client, secrets client.Read
 	return policy.AdmitProvisioning(ctx, pol, secrets, p, cluster, params["ssh-secret"], siblings.Items)
 }
 
-// translateProvisioning plans p's run with what the site policy gives it: the CA of its
-// artifact server and the etcd backup server.
+// translateProvisioning plans p's run with what the site policy gives it (siteOptions).
 func translateProvisioning(ctx context.Context, c client.Reader, p *bpav1.Provisioning, o translator.Options) (*wfv1.Workflow, error) {
-	ca, err := artifactsCA(ctx, c, p)
+	o, err := siteOptions(ctx, c, p, o)
 	if err != nil {
-		return nil, err
-	}
-	o.ArtifactsCA = ca
-	if o.BackupServer, o.BackupServerCA, err = backupServer(ctx, c, p); err != nil {
 		return nil, err
 	}
 	return translator.Provisioning(p, o)
 }
 
-// artifactsCA is the CA the site policy gives p's artifact server, which its run installs on
-// the nodes; a caBundle that is not certificates refuses the run.
-func artifactsCA(ctx context.Context, c client.Reader, p *bpav1.Provisioning) (string, error) {
+// siteOptions gives o what the site policy, read once, gives p's runs: the CA its artifact
+// server's run installs on the nodes, and the etcd backup server with its CA. A bundle that
+// cannot be used refuses the run, naming the field.
+func siteOptions(ctx context.Context, c client.Reader, p *bpav1.Provisioning, o translator.Options) (translator.Options, error) {
 	pol, err := policy.Get(ctx, c)
 	if err != nil {
-		return "", err
+		return o, err
 	}
-	ca, err := pol.ArtifactsCA(p)
-	if err != nil {
-		return "", &translator.Refusal{Field: "spec.offline.url", Reason: bpav1.ReasonPolicyViolation,
+	if o.ArtifactsCA, err = pol.ArtifactsCA(p); err != nil {
+		return o, &translator.Refusal{Field: "spec.offline.url", Reason: bpav1.ReasonPolicyViolation,
 			Message: "the site policy's CA for this artifact server cannot be used: " + err.Error()}
 	}
-	return ca, nil
+	if o.BackupServer, o.BackupServerCA, err = pol.BackupServer(p); err != nil {
+		return o, &translator.Refusal{Field: "spec.etcdBackup", Reason: bpav1.ReasonPolicyViolation,
+			Message: "the site policy's CA for its etcd backup server cannot be used: " + err.Error()}
+	}
+	return o, nil
 }
 
 // siblingsOf maps a Provisioning to the others of its cluster in its namespace.

@@ -303,6 +303,9 @@ func TestLongScratchParent(t *testing.T) {
 	require.NoError(t, err)
 	snap, closeFn, err := Open(ctx, res.Path, parent, nil)
 	require.NoError(t, err)
-	closeFn()
-	_ = snap
+	defer closeFn()
+	got, err := snap.Get(ctx, CanaryKey)
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1)
+	assert.Equal(t, res.Canary.Value, string(got.Kvs[0].Value), "the opened snapshot holds the backup's canary")
 }
