@@ -3,6 +3,8 @@ package artifacts
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -403,4 +405,42 @@ func (c *Client) GetBackup(ctx context.Context, namespace, cluster, name, file, 
 		_ = os.Remove(file)
 	}
 	return err
+}
+
+// NewTokenClient is a client of the server at url for a step: it trusts only ca (the
+// server's artifactServers entry's caBundle), sends the ServiceAccount token in
+// tokenFile (projected for the server's audience), and follows no redirect, so the token
+// goes to the admin's server only.
+func NewTokenClient(url string, ca []*x509.Certificate, tokenFile string) (*Client, error) {
+	if url == "" {
+		return nil, errors.New("no server: the site policy names none")
+	}
+	if len(ca) == 0 {
+		return nil, errors.New("no CA: the server must be one of the policy's artifactServers, with its caBundle")
+	}
+	pool := x509.NewCertPool()
+	for _, c := range ca {
+		pool.AddCert(c)
+	}
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("this step's token for the server: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &Client{URL: url, HTTP: &http.Client{
+		Transport:     bearer{token: strings.TrimSpace(string(token)), next: tr},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}, nil
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }

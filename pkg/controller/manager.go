@@ -247,6 +247,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := SetupBackupSchedule(mgr, opts.Translator); err != nil {
 			return nil, fmt.Errorf("etcd backup schedule: %w", err)
 		}
+		if err := SetupRestore(mgr, opts.Translator); err != nil {
+			return nil, fmt.Errorf("etcd restore: %w", err)
+		}
 	}
 	if err := SetupSoftware(mgr, opts.Translator, argo); err != nil {
 		return nil, fmt.Errorf("software controller: %w", err)

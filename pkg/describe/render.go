@@ -126,6 +126,7 @@ func renderTree(parent *node, t *Tree, opts Options) {
 	if p, ok := t.Object.(*bpav1.Provisioning); ok {
 		renderApplied(n, p.Status.Applied, p.Status.Operations)
 		renderBackups(n, p.Status.Backups, opts.Now)
+		renderRestore(n, p.Status.Restore, opts.Now)
 		renderCertificates(n, &p.Status, opts.Now)
 	}
 	renderPublished(n, t.Published)
@@ -403,6 +404,28 @@ func renderBackups(parent *node, backups []bpav1.BackupStatus, now time.Time) {
 		n.add(cell{clean(b.Name), plain}, cell{since(b.TakenAt, now), plain}, cell{fmt.Sprintf("revision %d", b.Revision), dim},
 			cell{artifacts.HumanBytes(b.Size), dim}, cell{clean("from " + b.Member), dim}, cell{clean("Workflow " + b.Workflow), dim})
 	}
+}
+
+// renderRestore shows the last etcd restore: which snapshot, how it went, when.
+func renderRestore(parent *node, r *bpav1.RestoreStatus, now time.Time) {
+	if r == nil {
+		return
+	}
+	style := yellow
+	switch r.Phase {
+	case bpav1.RestoreSucceeded:
+		style = green
+	case bpav1.RestoreFailed:
+		style = red
+	}
+	when := ""
+	if r.FinishedAt != nil {
+		when = "finished " + since(*r.FinishedAt, now)
+	} else if r.StartedAt != nil {
+		when = "started " + since(*r.StartedAt, now)
+	}
+	parent.add(cell{"Restore", bold}).add(cell{clean(r.Snapshot), plain}, cell{string(r.Phase), style}, cell{when, dim},
+		cell{clean("Workflow " + r.Workflow), dim}, cell{clean(r.Message), dim})
 }
 
 // renderCertificates shows the certificate that expires first (status.certificates is

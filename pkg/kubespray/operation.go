@@ -56,6 +56,18 @@ func RemoveNodes(nodes []string, ungraceful bool, reason string) Operation {
 // planner adds the drain settings roles/upgrade/pre-upgrade reads.
 func UpgradeCluster(reason string) Operation { return Operation{Playbook: Upgrade, Reason: reason} }
 
+// RejoinEtcd runs cluster.yml on the control plane after its first etcd member was restored
+// from a snapshot as a cluster of one: the step of kubespray's recover-control-plane.yml
+// after its etcd role ("Apply whole cluster install"), run as
+// docs/operations/recover-control-plane.md says (--limit etcd,kube_control_plane, more etcd
+// retries), which adds the other members back, their data set aside, as new ones. As when
+// etcd members join (nodes.md, "Adding an etcd node"), ignore_assert_errors: the limited
+// run's facts of the other hosts come from no cache.
+func (p *Profile) RejoinEtcd(reason string) Operation {
+	return Operation{Playbook: Cluster, Limit: []string{p.Groups.Etcd, p.Groups.ControlPlane},
+		Vars: map[string]any{"ignore_assert_errors": "yes", "etcd_retries": ManyEtcdRetries}, Reason: reason}
+}
+
 // ResetCluster runs reset.yml, confirmed.
 func ResetCluster(reason string) Operation {
 	return Operation{Playbook: Reset, Vars: map[string]any{"reset_confirmation": "yes"}, Reason: reason}

@@ -15,6 +15,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 // stepAliases maps the names of ad-hoc template tasks onto the controller's step names, so
@@ -49,6 +50,8 @@ type Observation struct {
 	// Certificates is what a verify that succeeded read of the cluster's certificates; nil
 	// when it did not run, failed, or wrote nothing.
 	Certificates *stepio.Certificates
+	// Restore is restore-etcd's record, once it succeeded.
+	Restore *stepio.Restore
 }
 
 // Workflow observes a Workflow whose DAG runs steps. It decompresses status.compressedNodes with Argo's packer; when
@@ -114,6 +117,9 @@ func Workflow(wf *wfv1.Workflow, steps []string) Observation {
 	}
 	if n, ok := byStep["verify"]; ok && n.Phase == wfv1.NodeSucceeded {
 		o.Certificates = certificatesOutput(n)
+	}
+	if n, ok := byStep[translator.StepRestoreEtcd]; ok && n.Phase == wfv1.NodeSucceeded {
+		o.Restore = restoreOutput(n)
 	}
 	if n, ok := byStep["install-software"]; ok {
 		o.HostSoftware = hostSoftware(nodes, n)
@@ -223,6 +229,24 @@ func backupOutput(n wfv1.NodeStatus) (bpav1.BackupStatus, bool) {
 		}
 	}
 	return b, false
+}
+
+// RestoreOutput is the restore-etcd template's output parameter: its record.
+const RestoreOutput = "restore"
+
+func restoreOutput(n wfv1.NodeStatus) *stepio.Restore {
+	if n.Outputs == nil {
+		return nil
+	}
+	for _, p := range n.Outputs.Parameters {
+		if p.Name == RestoreOutput && p.Value != nil {
+			var r stepio.Restore
+			if json.Unmarshal([]byte(p.Value.String()), &r) == nil && r.Snapshot != "" {
+				return &r
+			}
+		}
+	}
+	return nil
 }
 
 // BackupOutput is the backup-etcd template's output parameter: the snapshot's record.

@@ -313,10 +313,11 @@ func (c *Client) Run(ctx context.Context, argv []string) (stdout, stderr []byte,
 	if err != nil {
 		return nil, nil, -1, err
 	}
-	return c.run(ctx, cmd)
+	return c.run(ctx, cmd, nil)
 }
 
-func (c *Client) run(ctx context.Context, cmd string) (stdout, stderr []byte, exitCode int, err error) {
+// run runs cmd with stdin (nil: none).
+func (c *Client) run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, exitCode int, err error) {
 	session, err := await(ctx, c.conn.NewSession, func(s *ssh.Session) { s.Close() })
 	if err != nil {
 		return nil, nil, -1, fmt.Errorf("ssh %s: opening session: %w", c.addr, err)
@@ -324,8 +325,12 @@ func (c *Client) run(ctx context.Context, cmd string) (stdout, stderr []byte, ex
 	defer session.Close()
 	var out, errOut cappedBuffer
 	session.Stdout, session.Stderr = &out, &errOut
-	// No stdin: a command that waits for input (a prompt) gets EOF and fails instead of hanging.
-	session.Stdin = bytes.NewReader(nil)
+	// No stdin unless given: a command that waits for input (a prompt) gets EOF and fails
+	// instead of hanging.
+	session.Stdin = stdin
+	if stdin == nil {
+		session.Stdin = bytes.NewReader(nil)
+	}
 	if _, err := await(ctx, func() (struct{}, error) { return struct{}{}, session.Start(cmd) }, nil); err != nil {
 		return nil, nil, -1, fmt.Errorf("ssh %s: starting command: %w", c.addr, err)
 	}
@@ -410,6 +415,24 @@ func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s on %s: %w", path, c.addr, err)
 	}
 	return data, nil
+}
+
+// WriteFile writes what r holds to path on the host (via sudo for a non-root user), created
+// with mode 0600, as install(1) does: the file is never readable by others on the way.
+func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader) error {
+	argv := []string{"install", "-m", "0600", "/dev/stdin", path}
+	cmd, err := Command(c.user, argv)
+	if err != nil {
+		return err
+	}
+	_, stderr, code, err := c.run(ctx, cmd, r)
+	if err == nil && code != 0 {
+		err = &ExitError{Command: argv[0], Code: code, Stderr: Tail(stderr, 512)}
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s on %s: %w", path, c.addr, err)
+	}
+	return nil
 }
 
 // Tail returns at most n bytes from the end of b as one trimmed line, for error messages

@@ -15,6 +15,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/steps/renderinventory"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolveleases"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolvenodes"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/restoreetcd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/verify"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/verifysoftware"
@@ -29,6 +30,7 @@ var stepCommands = []func() *cobra.Command{
 	runkubespray.Command,
 	preflight.Command,
 	backupetcd.Command,
+	restoreetcd.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,

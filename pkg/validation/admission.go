@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
 
 var (
@@ -23,6 +24,9 @@ var (
 func ValidateAdmission(obj *unstructured.Unstructured) field.ErrorList {
 	errs := validateClusterLabel(obj)
 	errs = append(errs, validateExtraVars(obj)...)
+	if obj.GetKind() == "Provisioning" {
+		errs = append(errs, validateRestoreRequest(obj)...)
+	}
 	if obj.GetKind() == "Software" {
 		aptSource, _, _ := unstructured.NestedString(obj.Object, "spec", "aptSource")
 		for _, list := range []string{"masterSoftware", "workerSoftware"} {
@@ -63,6 +67,19 @@ func validateClusterLabel(obj *unstructured.Unstructured) field.ErrorList {
 	}
 	if errs := validation.IsDNS1123Label(c); len(errs) > 0 {
 		return field.ErrorList{field.Invalid(p, c, "must be an RFC 1123 label (lower-case letters, digits and '-'), because it names Secrets, ConfigMaps and locks")}
+	}
+	return nil
+}
+
+// validateRestoreRequest checks the restore annotation's value, when there is one.
+func validateRestoreRequest(obj *unstructured.Unstructured) field.ErrorList {
+	v, ok := obj.GetAnnotations()[bpav1.RestoreAnnotation]
+	if !ok {
+		return nil
+	}
+	if _, err := translator.ParseRestoreRequest(v); err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key(bpav1.RestoreAnnotation), v,
+			"must name a snapshot of status.backups (letters, digits, '.', '_', '-'; not a .json record), optionally followed by @ and any token")}
 	}
 	return nil
 }

@@ -10,18 +10,22 @@ import (
 	"testing"
 	"time"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/etcdbackup"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/restoreetcd"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 	"github.com/akraino-edge-stack/bpa/test/framework/sim"
+	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
 
 // ---- scenario p: verified etcd snapshots before day 2 and on a schedule ----
@@ -35,7 +39,13 @@ import (
 //     backup server under the cluster's path, listed in status.backups, and holds a
 //     ConfigMap written to the application cluster just before; then the worker joins;
 //  3. with a schedule of every minute and keep 2, the scheduled Workflows take snapshots
-//     (each once), and the server and status.backups keep the newest two.
+//     (each once), and the server and status.backups keep the newest two;
+//  4. restore (the bpa.akraino.org/restore annotation): a ConfigMap is written, a snapshot
+//     taken, the ConfigMap deleted and another written; a restore of a snapshot the server
+//     does not have fails, nothing changed; the restore of the real one brings the first
+//     ConfigMap back and the second is gone, read through the application apiserver; the
+//     control plane's manifests are back; after the application etcd and apiserver restart,
+//     it is still so.
 
 const bkBase = 250
 
@@ -165,4 +175,117 @@ func (e *env) scenarioBackup(t *testing.T, store *sim.BackupServer) {
 		}
 		assert.ElementsMatch(t, listed, stored, "status.backups lists what the server keeps")
 	})
+
+	t.Run("restore", func(t *testing.T) { d.restore(t, member) })
+}
+
+// restore is scenario p's step 4, on the cluster bk whose only etcd member is on member.
+func (d *day2) restore(t *testing.T, member *simhost.Host) {
+	cms := d.app.CoreV1().ConfigMaps("default")
+	const kept, gone = "written-before-the-restored-snapshot", "written-after-the-restored-snapshot"
+	_, err := cms.Create(d.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kept}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	written := time.Now().Truncate(time.Second)
+
+	// One snapshot that holds it: the schedule again, until one taken after it is listed.
+	got := &bpav1.Provisioning{}
+	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, got))
+	before := map[string]bool{}
+	for _, b := range got.Status.Backups {
+		before[b.Name] = true
+	}
+	_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "* * * * *" })
+	var snap string
+	d.waitWithin(t, 4*time.Minute, got, d.p.Name, func() bool {
+		for _, b := range got.Status.Backups {
+			if !before[b.Name] && !b.TakenAt.Time.Before(written) {
+				snap = b.Name
+				return true
+			}
+		}
+		return false
+	}, "a snapshot taken after the ConfigMap was written")
+	_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "" })
+	require.NoError(t, cms.Delete(d.ctx, kept, metav1.DeleteOptions{}))
+	_, err = cms.Create(d.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: gone}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	restore := func(request string, phase bpav1.RestorePhase) *bpav1.Provisioning {
+		t.Helper()
+		p := &bpav1.Provisioning{}
+		require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p))
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[bpav1.RestoreAnnotation] = request
+		require.NoError(t, d.Client.Update(d.ctx, p))
+		done := &bpav1.Provisioning{}
+		d.waitWithin(t, 8*time.Minute, done, d.p.Name, func() bool {
+			r := done.Status.Restore
+			return r != nil && r.Request == request && r.Phase != bpav1.RestoreRunning
+		}, "the restore of "+request+" ended")
+		r := done.Status.Restore
+		require.Equal(t, phase, r.Phase, r.Message)
+		return done
+	}
+
+	t.Run("a snapshot the server does not have: nothing changed", func(t *testing.T) {
+		done := restore("etcd-19700101T000000Z.db", bpav1.RestoreFailed)
+		cond := findCondition(done.Status.Conditions, bpav1.ConditionEtcdRestored)
+		require.NotNil(t, cond)
+		assert.Equal(t, bpav1.ReasonEtcdRestoreFailed, cond.Reason)
+		assert.Contains(t, cond.Message, "no snapshot etcd-19700101T000000Z.db")
+		assert.Contains(t, cond.Message, "nothing was changed")
+		_, err := cms.Get(d.ctx, gone, metav1.GetOptions{})
+		assert.NoError(t, err, "the cluster is as it was")
+	})
+
+	t.Run("the snapshot: the deleted ConfigMap is back", func(t *testing.T) {
+		done := restore(snap, bpav1.RestoreSucceeded)
+		cond := findCondition(done.Status.Conditions, bpav1.ConditionEtcdRestored)
+		require.NotNil(t, cond)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status)
+		assert.Contains(t, cond.Message, snap)
+		wfs := d.workflowsOf(t, bpav1.RestoreOfLabel, d.p.Name)
+		require.Len(t, wfs, 2, "one Workflow per request")
+		names := stepPhases(t, &wfs[len(wfs)-1])
+		assert.Equal(t, "Succeeded", names[translator.StepRestoreEtcd])
+		assert.Equal(t, "Succeeded", names[translator.StepVerify])
+		assert.NotContains(t, names, translator.StepRejoinEtcd, "one member: nothing to rejoin")
+		for _, f := range restoreetcd.ControlPlaneManifests {
+			assert.FileExists(t, member.File(restoreetcd.ManifestsDir+"/"+f), "the control plane runs again")
+		}
+		d.assertRestored(t, kept, gone)
+
+		// Every process of the application cluster restarts: still so.
+		d.App.Stop()
+		d.App.Etcd.Stop()
+		require.NoError(t, d.App.Etcd.Start(d.ctx))
+		require.NoError(t, d.App.Start(d.ctx))
+		d.assertRestored(t, kept, gone)
+	})
+}
+
+// assertRestored: the application apiserver serves kept and not gone.
+func (d *day2) assertRestored(t *testing.T, kept, gone string) {
+	t.Helper()
+	cms := d.app.CoreV1().ConfigMaps("default")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := cms.Get(d.ctx, kept, metav1.GetOptions{})
+		assert.NoError(c, err, "the ConfigMap the snapshot holds is back")
+		_, err = cms.Get(d.ctx, gone, metav1.GetOptions{})
+		assert.True(c, apierrors.IsNotFound(err), "the one written after the snapshot is gone: %v", err)
+	}, time.Minute, time.Second)
+}
+
+// stepPhases maps each task of a finished Workflow to its phase.
+func stepPhases(t *testing.T, wf *wfv1.Workflow) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, n := range wf.Status.Nodes {
+		if n.Type == wfv1.NodeTypePod || n.Type == wfv1.NodeTypeRetry || n.Type == wfv1.NodeTypeSkipped {
+			out[n.DisplayName] = string(n.Phase)
+		}
+	}
+	return out
 }

@@ -26,18 +26,12 @@ package backupetcd
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -45,33 +39,18 @@ import (
 	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/pkg/etcdbackup"
-	"github.com/akraino-edge-stack/bpa/pkg/offlinecheck"
+	"github.com/akraino-edge-stack/bpa/pkg/etcdhost"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepcmd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/pkg/translator"
 )
-
-// Where kubespray puts an etcd host's client certificate (etcd_cert_dir, and the files
-// roles/etcdctl_etcdutl/templates/etcdctl.sh.j2 hands etcdctl at v2.27 and v2.28), and
-// where etcd listens for the host itself (roles/etcd/templates/etcd.env.j2,
-// ETCD_LISTEN_CLIENT_URLS).
-const (
-	EtcdCertDir = "/etc/ssl/etcd/ssl"
-	// EtcdLocalEndpoint is dialled through the SSH connection, from the member itself.
-	EtcdLocalEndpoint = "127.0.0.1:2379"
-)
-
-// TokenFile is where the template mounts this step's ServiceAccount token for the backup
-// server's audience (artifacts.DefaultAudience).
-const TokenFile = "/var/run/secrets/bpa.akraino.org/artifacts/token"
 
 // Command returns `bpa step backup-etcd`.
 func Command() *cobra.Command {
@@ -83,9 +62,7 @@ func Command() *cobra.Command {
 			fs := cmd.Flags()
 			o.flags = fs
 			o.cr.AddNameFlags(fs)
-			fs.StringVar(&o.server, "server", "", "the etcd backup server (BPAPolicy spec.etcdBackupServer), https://host[:port]")
-			fs.StringVar(&o.serverCA, "server-ca", stepio.In(stepio.BackupServerCAFile), "PEM file of the CA the backup server's certificate chains to (its artifactServers entry's caBundle)")
-			fs.StringVar(&o.tokenFile, "token-file", TokenFile, "this step's token for the backup server's audience")
+			o.server.AddFlags(fs, stepio.In(stepio.BackupServerCAFile))
 			fs.StringVar(&o.workflow, "workflow", "", "the run's Workflow, recorded with the snapshot")
 			fs.StringVar(&o.workDir, "work-dir", stepio.ScratchDir, "where the snapshot and the scratch etcd are written (the pod's scratch volume)")
 			fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on the whole backup")
@@ -96,16 +73,16 @@ func Command() *cobra.Command {
 }
 
 type options struct {
-	cr                          stepio.CR
-	server, serverCA, tokenFile string
-	workflow, workDir           string
-	timeout                     time.Duration
-	ssh                         sshexec.Flags
-	flags                       *pflag.FlagSet
-	logf                        func(format string, args ...any)
-	now                         func() time.Time
-	httpClient                  *http.Client // tests
-	snapshot                    func(ctx context.Context, cli *clientv3.Client, file, scratch string) (etcdbackup.Result, error)
+	cr                stepio.CR
+	server            artifacts.BackupServerFlags
+	workflow, workDir string
+	timeout           time.Duration
+	ssh               sshexec.Flags
+	flags             *pflag.FlagSet
+	logf              func(format string, args ...any)
+	now               func() time.Time
+	httpClient        *http.Client // tests
+	snapshot          func(ctx context.Context, cli *clientv3.Client, file, scratch string) (etcdbackup.Result, error)
 }
 
 // failed is the step's error: the reason the controller stalls the CR with, then what.
@@ -126,13 +103,13 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	}
 	store, err := o.store()
 	if err != nil {
-		return failed("the backup server %s: %v", o.server, err)
+		return failed("the backup server %s: %v", o.server.URL, err)
 	}
 	var applied []bpav1.HostStatus
 	if p.Status.Applied != nil {
 		applied = p.Status.Applied.Hosts
 	}
-	members, err := EtcdMembers(applied)
+	members, err := etcdhost.Members(applied)
 	if err != nil {
 		return failed("%v", err)
 	}
@@ -149,10 +126,10 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 		return err
 	}
 	if _, err := store.PutBackup(ctx, p.Namespace, cluster, res.Name, res.Path, res.SHA256, meta); err != nil {
-		return failed("storing snapshot %s on %s: %v", res.Name, o.server, err)
+		return failed("storing snapshot %s on %s: %v", res.Name, o.server.URL, err)
 	}
 	o.logf("stored snapshot %s (%d bytes, revision %d, sha256 %s) on %s under %s/%s",
-		res.Name, res.Size, res.Revision, res.SHA256, o.server, p.Namespace, cluster)
+		res.Name, res.Size, res.Revision, res.SHA256, o.server.URL, p.Namespace, cluster)
 	o.prune(ctx, store, p, cluster)
 	return stepio.WriteOutput(stepio.Out(stepio.BackupFile), meta)
 }
@@ -185,21 +162,9 @@ func (o *options) take(ctx context.Context, member bpav1.HostStatus, cfg sshexec
 		return etcdbackup.Result{}, err
 	}
 	defer conn.Close()
-	tlsCfg, err := clientTLS(ctx, conn, member.Name)
+	cli, err := etcdhost.Connect(ctx, conn, member.Name)
 	if err != nil {
 		return etcdbackup.Result{}, err
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"https://" + EtcdLocalEndpoint},
-		TLS:         tlsCfg,
-		DialTimeout: 15 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return conn.DialContext(ctx, "tcp", addr)
-		})},
-		Logger: zap.NewNop(),
-	})
-	if err != nil {
-		return etcdbackup.Result{}, fmt.Errorf("etcd client: %w", err)
 	}
 	defer cli.Close()
 	if err := os.MkdirAll(o.workDir, 0o700); err != nil {
@@ -224,94 +189,18 @@ func (o *options) take(ctx context.Context, member bpav1.HostStatus, cfg sshexec
 	return res, nil
 }
 
-// clientTLS reads the member's etcd client certificate (kubespray's admin-<node> pair and
-// CA) over SSH into memory and builds the TLS settings etcd's client port requires.
-func clientTLS(ctx context.Context, conn *sshexec.Client, node string) (*tls.Config, error) {
-	read := func(name string) ([]byte, error) {
-		b, err := conn.ReadFile(ctx, path.Join(EtcdCertDir, name))
-		if err != nil {
-			return nil, fmt.Errorf("kubespray's etcd client certificate: %w (is this host an etcd member kubespray set up?)", err)
-		}
-		return b, nil
-	}
-	ca, err := read("ca.pem")
-	if err != nil {
-		return nil, err
-	}
-	certPEM, err := read("admin-" + node + ".pem")
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := read("admin-" + node + "-key.pem")
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("%s/ca.pem holds no PEM certificate", EtcdCertDir)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		// Never the key's bytes: tls's error names only what is wrong with it.
-		return nil, fmt.Errorf("%s/admin-%s.pem and its key: %w", EtcdCertDir, node, err)
-	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
-}
-
-// EtcdMembers are the live cluster's etcd members (status.applied) a snapshot may be taken
-// on, by name: the first is kubespray's first etcd host, which its own
-// recover_lost_quorum.yml snapshots; hosts that are leaving are left out.
-func EtcdMembers(applied []bpav1.HostStatus) ([]bpav1.HostStatus, error) {
-	var members []bpav1.HostStatus
-	for _, h := range applied {
-		if h.Etcd && !h.Removing && h.IP != "" {
-			members = append(members, h)
-		}
-	}
-	if len(members) == 0 {
-		return nil, errors.New("status.applied lists no etcd member with an address: the cluster was never built, so there is nothing to back up")
-	}
-	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
-	return members, nil
-}
-
 // Record is the snapshot as status.backups lists it.
 func Record(res etcdbackup.Result, member, workflow string) bpav1.BackupStatus {
 	return bpav1.BackupStatus{Name: res.Name, Size: res.Size, SHA256: res.SHA256, Revision: res.Revision,
 		Member: member, TakenAt: metav1.NewTime(res.TakenAt.UTC().Truncate(time.Second)), Verified: res.Verified, Workflow: workflow}
 }
 
-// store is the backup server's client: its CA only, this step's token, no redirects.
+// store is the backup server's client, with this step's token.
 func (o *options) store() (*artifacts.Client, error) {
-	if o.server == "" {
-		return nil, errors.New("--server is required: the site policy names no etcd backup server")
-	}
 	if o.httpClient != nil {
-		return &artifacts.Client{URL: o.server, HTTP: o.httpClient}, nil
+		return &artifacts.Client{URL: o.server.URL, HTTP: o.httpClient}, nil
 	}
-	ca, err := offlinecheck.ReadCA(o.serverCA)
-	if err != nil {
-		return nil, err
-	}
-	if len(ca) == 0 {
-		return nil, errors.New("no CA: the backup server must be one of the policy's artifactServers, with its caBundle")
-	}
-	pool := x509.NewCertPool()
-	for _, c := range ca {
-		pool.AddCert(c)
-	}
-	token, err := os.ReadFile(o.tokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("this step's token for the server: %w", err)
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	hc := &http.Client{
-		Transport: bearer{token: strings.TrimSpace(string(token)), next: tr},
-		// The token goes to the admin's server only, never where a redirect points.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &artifacts.Client{URL: o.server, HTTP: hc}, nil
+	return o.server.Client()
 }
 
 // prune deletes this cluster's oldest snapshots beyond spec.etcdBackup.keep. It runs after
@@ -341,15 +230,4 @@ func (o *options) clock() time.Time {
 		return o.now()
 	}
 	return time.Now()
-}
-
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }

@@ -45,6 +45,9 @@ const (
 	// BackupFile is backup-etcd's record of the verified snapshot it stored
 	// (bpav1.BackupStatus), which the controller adds to status.backups.
 	BackupFile = "backup.json"
+	// RestoreFile is restore-etcd's record of the restore (what it restored, where the data
+	// it replaced was set aside).
+	RestoreFile = "restore.json"
 	// BackupServerCAFile is the site policy's CA for the etcd backup server (PEM).
 	BackupServerCAFile = "backup-server-ca.pem"
 	// CertificatesFile is verify's reading of the cluster's certificates (Certificates),
@@ -59,7 +62,7 @@ const ScratchDir = "/tmp/bpa/scratch"
 // Files lists every file name above: the templates may name no other under InDir or OutDir
 // (besides lookup's one file per parameter, Out(parameter)).
 var Files = []string{HostsFile, InventoryFile, ExtraVarsFile, OperationsFile, ArtifactsCAFile,
-	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, BackupServerCAFile, CertificatesFile}
+	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, RestoreFile, BackupServerCAFile, CertificatesFile}
 
 // In is where a step finds its input name.
 func In(name string) string { return path.Join(InDir, name) }

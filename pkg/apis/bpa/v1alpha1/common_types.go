@@ -33,6 +33,21 @@ const (
 	// run of the CR's spec, and the run reconciler never mirrors or replaces it.
 	EtcdBackupOfLabel = "bpa.akraino.org/etcd-backup-of"
 
+	// RestoreAnnotation asks BPA to restore the cluster's etcd from one of its verified
+	// snapshots on the site's backup server: the value is the snapshot's name (as
+	// status.backups lists it), optionally followed by "@" and any token, so that the same
+	// snapshot can be restored again. Each new value is one restore; the Workflow that runs
+	// it carries RestoreOfLabel.
+	RestoreAnnotation = "bpa.akraino.org/restore"
+	// RestoreRequestPattern is the shape of RestoreAnnotation's value: a snapshot's name as
+	// the backup server accepts them (one path segment), then optionally "@" and a token. A
+	// name ending in .json (the server's records) is refused too. config/admission's
+	// policy spells the same rules.
+	RestoreRequestPattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,252}(@.*)?$`
+	// RestoreOfLabel names the Provisioning whose etcd a restore Workflow restores. Like
+	// EtcdBackupOfLabel, it is not ProvisioningNameLabel: a restore is not a run of the spec.
+	RestoreOfLabel = "bpa.akraino.org/restore-of"
+
 	// TriggerAnnotation on a Workflow says why BPA started it when no CR was edited
 	// ("htop 3.2.2-3 uploaded"); the CR's conditions, events and status repeat it.
 	TriggerAnnotation = "bpa.akraino.org/trigger"

@@ -36,6 +36,23 @@ const (
 	// the earliest (node, component, date); False when none does. The controller looks
 	// again when it would turn True, without a new run. It does not affect Ready.
 	ConditionCertificatesExpiring = "CertificatesExpiring"
+	// ConditionEtcdRestored says how the last restore the bpa.akraino.org/restore
+	// annotation asked for went: True (ReasonEtcdRestored) when etcd serves the snapshot and
+	// the control plane runs again; False while it runs (ReasonRestoring) or when it failed
+	// or was refused (ReasonEtcdRestoreFailed, ReasonNoBackupServer, ReasonInvalidSpec), the
+	// message naming what and what to do. It does not change Ready.
+	ConditionEtcdRestored = "EtcdRestored"
+)
+
+// Reasons of ConditionEtcdRestored (and its events).
+const (
+	// ReasonRestoring: the restore's Workflow runs.
+	ReasonRestoring = "Restoring"
+	// ReasonEtcdRestored: etcd serves the snapshot and verify passed.
+	ReasonEtcdRestored = "EtcdRestored"
+	// ReasonEtcdRestoreFailed: the restore failed; the message says whether the cluster
+	// was left as it was or where the data that was replaced was kept.
+	ReasonEtcdRestoreFailed = "EtcdRestoreFailed"
 )
 
 // Reasons of ConditionCertificatesExpiring.
@@ -207,4 +224,6 @@ const (
 	EventResetSkipped = "ResetSkipped"
 	// EventBackupStarted: the Workflow of a scheduled etcd snapshot was created.
 	EventBackupStarted = "EtcdBackupStarted"
+	// EventRestoreStarted: the Workflow of a requested etcd restore was created.
+	EventRestoreStarted = "EtcdRestoreStarted"
 )

@@ -396,6 +396,38 @@ type BackupStatus struct {
 	Workflow string `json:"workflow,omitempty"`
 }
 
+// RestoreStatus is one etcd restore (docs/protecting.md#restore).
+type RestoreStatus struct {
+	// Request is the value of the bpa.akraino.org/restore annotation it answers.
+	Request string `json:"request"`
+	// Snapshot is the name of the snapshot restored, on the backup server under the
+	// cluster's path.
+	Snapshot string `json:"snapshot"`
+	// Workflow runs the restore.
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
+	// Phase is Running, Succeeded or Failed.
+	Phase RestorePhase `json:"phase"`
+	// Message says what happened, or what failed and what to do.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// StartedAt and FinishedAt bound the restore's Workflow.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// RestorePhase is where a restore is.
+// +kubebuilder:validation:Enum=Running;Succeeded;Failed
+type RestorePhase string
+
+const (
+	RestoreRunning   RestorePhase = "Running"
+	RestoreSucceeded RestorePhase = "Succeeded"
+	RestoreFailed    RestorePhase = "Failed"
+)
+
 // CertificatesConfig tunes the CertificatesExpiring condition.
 type CertificatesConfig struct {
 	// ExpiryWarningDays: the condition CertificatesExpiring turns True this many days
@@ -560,6 +592,10 @@ type ProvisioningStatus struct {
 	// started, so that each time is taken once.
 	// +optional
 	LastScheduledBackup *metav1.Time `json:"lastScheduledBackup,omitempty"`
+
+	// Restore is the last etcd restore the bpa.akraino.org/restore annotation asked for.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
 
 	// Certificates are the expiry dates of the cluster's certificates as the last
 	// successful verify read them over SSH (docs/protecting.md#certificates): one entry per
