@@ -92,39 +92,9 @@ func runPlaybook(t *testing.T, ctx context.Context, sim *simhost.Cluster, ini st
 func TestEtcdHostsServeTheApplicationEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	subnet := bridge(t)
-	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
-	app, err := r.StartAppAPIServerFor(ctx, "app", subnet)
-	require.NoError(t, err)
-	agent, err := kubespraysim.BuildAgent()
-	require.NoError(t, err)
-
-	sim := simhost.NewCluster(t)
-	hosts := map[string]*simhost.Host{}
-	var statuses []bpav1.HostStatus
-	dirs := map[string]string{}
-	for i, name := range []string{"m1", "w1"} {
-		addr := &net.IPNet{IP: net.IPv4(10, 214, 0, byte(11+i)), Mask: subnet.Mask}
-		h := sim.StartOn(name, simhost.Network{Bridge: etcdBridge, Address: addr})
-		// Without a node the admin kubeconfig names 127.0.0.1: each machine serves the
-		// apiserver there, for the stand-in's agent on the first control-plane machine.
-		require.NoError(t, h.ForwardWhile(app.Port, "127.0.0.1:"+strconv.Itoa(app.Port), nil))
-		require.NoError(t, serveAppEtcd(h, app.Etcd))
-		hosts[name], dirs[h.IP] = h, h.KubernetesDir()
-		role := map[string]string{"m1": "master", "w1": "worker"}[name]
-		statuses = append(statuses, bpav1.HostStatus{Name: name, IP: h.IP, Roles: []string{role}, Etcd: name == "m1"})
-	}
-	ini, _, err := inventory.Render(statuses, inventory.Options{})
-	require.NoError(t, err)
-	etcdDir := filepath.Join(t.TempDir(), "app-etcd")
-	require.NoError(t, writeAppEtcdFiles(app.Etcd, etcdDir))
-	container := kubespraysim.Container{AppKubeconfig: app.Kubeconfig, AppEtcdDir: etcdDir, KubeDirs: dirs, Agent: agent}
-
-	start := time.Now()
-	runPlaybook(t, ctx, sim, string(ini), container, "cluster.yml", "")
-	t.Logf("cluster.yml in %s", time.Since(start).Round(100*time.Millisecond))
-
-	m1, w1 := hosts["m1"], hosts["w1"]
+	e := startEtcdSite(t, ctx)
+	sim, ini, container, app := e.sim, e.ini, e.container, e.app
+	m1, w1 := e.hosts["m1"], e.hosts["w1"]
 	ca, cert, key := kubespraysim.EtcdFiles("m1")
 	for _, f := range []string{ca, cert, key} {
 		fi, err := os.Stat(m1.File(f))
@@ -146,9 +116,56 @@ func TestEtcdHostsServeTheApplicationEtcd(t *testing.T) {
 	assert.False(t, etcdAnswers(ctx, w1.IP, app.Etcd), "w1 serves no etcd")
 	assert.True(t, etcdAnswers(ctx, m1.IP, app.Etcd), "m1 serves the application etcd on its address too, with a certificate for it")
 
-	runPlaybook(t, ctx, sim, string(ini), container, "reset.yml", `{"reset_confirmation":"yes"}`)
+	runPlaybook(t, ctx, sim, ini, container, "reset.yml", `{"reset_confirmation":"yes"}`)
 	assert.NoDirExists(t, m1.File(kubespraysim.EtcdCertDir), "reset removes etcd's certificates")
 	assert.False(t, etcdAnswers(ctx, m1.IP, app.Etcd), "after the reset m1 serves no etcd")
+}
+
+// etcdSite is a site of two machines, m1 (control plane and etcd) and w1 (worker), on the
+// test's own bridge, after the stand-in's cluster.yml.
+type etcdSite struct {
+	app       *rig.AppAPIServer
+	sim       *simhost.Cluster
+	hosts     map[string]*simhost.Host
+	ini       string
+	container kubespraysim.Container
+}
+
+func startEtcdSite(t *testing.T, ctx context.Context) *etcdSite {
+	t.Helper()
+	subnet := bridge(t)
+	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
+	app, err := r.StartAppAPIServerFor(ctx, "app", subnet)
+	require.NoError(t, err)
+	agent, err := kubespraysim.BuildAgent()
+	require.NoError(t, err)
+
+	sim := simhost.NewCluster(t)
+	hosts := map[string]*simhost.Host{}
+	var statuses []bpav1.HostStatus
+	dirs := map[string]string{}
+	for i, name := range []string{"m1", "w1"} {
+		addr := &net.IPNet{IP: net.IPv4(10, 214, 0, byte(11+i)), Mask: subnet.Mask}
+		h := sim.StartOn(name, simhost.Network{Bridge: etcdBridge, Address: addr})
+		// Without a node the admin kubeconfig names 127.0.0.1: each machine serves the
+		// apiserver there, for the stand-in's agent on the first control-plane machine.
+		require.NoError(t, h.ForwardWhile(app.Port, "127.0.0.1:"+strconv.Itoa(app.Port), nil))
+		require.NoError(t, serveAppEtcd(t, h, app.Etcd))
+		hosts[name], dirs[h.IP] = h, h.KubernetesDir()
+		role := map[string]string{"m1": "master", "w1": "worker"}[name]
+		statuses = append(statuses, bpav1.HostStatus{Name: name, IP: h.IP, Roles: []string{role}, Etcd: name == "m1"})
+	}
+	iniBytes, _, err := inventory.Render(statuses, inventory.Options{})
+	require.NoError(t, err)
+	etcdDir := filepath.Join(t.TempDir(), "app-etcd")
+	require.NoError(t, writeAppEtcdFiles(app.Etcd, etcdDir))
+	container := kubespraysim.Container{AppKubeconfig: app.Kubeconfig, AppEtcdDir: etcdDir, KubeDirs: dirs, Agent: agent}
+
+	ini := string(iniBytes)
+	start := time.Now()
+	runPlaybook(t, ctx, sim, ini, container, "cluster.yml", "")
+	t.Logf("cluster.yml in %s", time.Since(start).Round(100*time.Millisecond))
+	return &etcdSite{app: app, sim: sim, hosts: hosts, ini: ini, container: container}
 }
 
 // sshClient logs in to h with pkg/sshexec, as a step would.

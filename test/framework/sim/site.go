@@ -400,7 +400,7 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	app, err := url.Parse(s.App.URL)
 	must(s.T, err, "the application apiserver's URL")
 	must(s.T, h.Forward(s.App.Port, app.Host), "machine "+name+" fronting the application apiserver")
-	must(s.T, serveAppEtcd(h, s.App.Etcd), "machine "+name+" serving the application etcd")
+	must(s.T, serveAppEtcd(s.T, h, s.App.Etcd), "machine "+name+" serving the application etcd")
 	h.SetAvailable(Repository)
 	s.mu.Lock()
 	s.hosts[ip] = h
