@@ -108,7 +108,7 @@ func TestEtcdHostsServeTheApplicationEtcd(t *testing.T) {
 	assert.NoDirExists(t, w1.File(kubespraysim.EtcdCertDir), "w1 is no etcd host: it has no etcd certificates")
 
 	c := sshClient(t, ctx, m1)
-	etcd := etcdThroughSSH(t, ctx, c, "m1")
+	etcd := etcdThroughSSH(t, ctx, c, m1)
 	resp, err := etcd.Get(ctx, "/registry/namespaces/kube-system")
 	require.NoError(t, err)
 	assert.Len(t, resp.Kvs, 1, "the application apiserver's kube-system namespace, read from the application etcd through m1")
@@ -178,10 +178,10 @@ func sshClient(t *testing.T, ctx context.Context, h *simhost.Host) *sshexec.Clie
 }
 
 // etcdThroughSSH is an etcd client made only of the files kubespray leaves on the etcd host
-// host (its inventory name), read over c, that dials 127.0.0.1:2379 on that host through c.
-func etcdThroughSSH(t *testing.T, ctx context.Context, c *sshexec.Client, host string) *clientv3.Client {
+// h, read over c (logged in to h), that dials 127.0.0.1:2379 on h through c.
+func etcdThroughSSH(t *testing.T, ctx context.Context, c *sshexec.Client, h *simhost.Host) *clientv3.Client {
 	t.Helper()
-	caPath, certPath, keyPath := kubespraysim.EtcdFiles(host)
+	caPath, certPath, keyPath := kubespraysim.EtcdFiles(h.Name)
 	read := func(p string) []byte {
 		data, err := c.ReadFile(ctx, p)
 		require.NoError(t, err)

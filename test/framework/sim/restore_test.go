@@ -69,7 +69,7 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 	apps := kubernetes.NewForConfigOrDie(e.app.RESTConfig).CoreV1().Namespaces()
 	for round := 1; round <= 2; round++ {
 		key, before, after := fmt.Sprintf("/bpa-restore/k%d", round), fmt.Sprintf("before-%d", round), fmt.Sprintf("after-%d", round)
-		etcd := etcdThroughSSH(t, ctx, c, "m1")
+		etcd := etcdThroughSSH(t, ctx, c, m1)
 		_, err := etcd.Put(ctx, key, "v")
 		require.NoError(t, err)
 		_, err = apps.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: before}}, metav1.CreateOptions{})
@@ -95,14 +95,14 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 		}
 		assert.Equal(t, []string{"stop etcd", "is-active etcd", "start etcd"}, verbs, "systemctl's calls are recorded")
 
-		resp, err = etcdThroughSSH(t, ctx, c, "m1").Get(ctx, key)
+		resp, err = etcdThroughSSH(t, ctx, c, m1).Get(ctx, key)
 		require.NoError(t, err)
 		require.Len(t, resp.Kvs, 1, "round %d: the key is back, read through m1's 127.0.0.1:2379", round)
 		assert.Equal(t, m1.File(kubespraysim.EtcdDataDir), e.app.Etcd.DataDir, "etcd runs from m1's data dir")
 
 		e.app.Etcd.Stop()
 		require.NoError(t, e.app.Etcd.Start(ctx))
-		resp, err = etcdThroughSSH(t, ctx, c, "m1").Get(ctx, key)
+		resp, err = etcdThroughSSH(t, ctx, c, m1).Get(ctx, key)
 		require.NoError(t, err)
 		assert.Len(t, resp.Kvs, 1, "round %d: the restarted etcd still has the key", round)
 

@@ -10,11 +10,13 @@
 //     Cluster (as a cluster's SSH Secret is); or, started with StartOn, on port 22 of an
 //     address on a real node's bridge, in a network namespace of its own that routes
 //     nowhere else (Network), where the node's pods reach it as they reach a site's machines;
-//   - in its own mount and PID namespaces (unshare), where per-host directories are
-//     bind-mounted on /etc/kubernetes, /etc/ssl/etcd (kubespray's etcd certificates) and
-//     /var/lib/kubelet/pki (the kubelet's certificates), so `cat /etc/kubernetes/admin.conf`
-//     on host A returns A's file and the real directories are never touched (they are only
-//     created, empty, if missing, to serve as mount points);
+//   - in its own mount and PID namespaces (unshare), where /etc is an overlay of the
+//     machine's (what the host writes there, /etc/etcd.env say, is its own) and per-host
+//     directories are bind-mounted on /etc/kubernetes, /etc/ssl/etcd (kubespray's etcd
+//     certificates), /var/lib/kubelet/pki (the kubelet's certificates), /var/lib/etcd
+//     (kubespray's etcd data dir, 0700) and /usr/local/bin (kubespray's bin_dir), so `cat
+//     /etc/kubernetes/admin.conf` on host A returns A's file and the real directories are
+//     never touched (they are only created, empty, if missing, to serve as mount points);
 //   - with apt source and keyring directories of its own (/etc/apt/sources.list.d,
 //     /etc/apt/keyrings), which its stand-in apt-get update reads;
 //   - with a trust store of its own: per-host directories on /etc/bpa,
@@ -24,7 +26,8 @@
 //     machine's hooks (ca-certificates-java's runs dpkg) would reach outside those mounts;
 //   - given a session PATH (sshd's SetEnv) that puts stand-in apt-get, apt-cache, dpkg-query
 //     and sudo first. They record every call and keep a per-host package state (see
-//     stubs.go). HOME is pointed at an empty directory too, because bash sources ~/.bashrc
+//     stubs.go). Its systemctl asks the test process over a unix socket, and acts on the
+//     units the test gave the host (Unit, systemd.go). HOME is pointed at an empty directory too, because bash sources ~/.bashrc
 //     for SSH commands and a .bashrc that prepends to PATH would otherwise put the real
 //     apt-get first. Start checks over SSH that the stand-ins are what the session finds, and
 //     fails the test if not.
