@@ -33,8 +33,9 @@ import (
 // the key back through m1; the etcd process, restarted, still has it (it runs from m1's
 // /var/lib/etcd now); the application apiserver, restarted, serves the namespace from before
 // the snapshot and not the one after. Done twice, so the second restore moves the first's
-// member aside. systemctl acts on etcd only, on an etcd host only, and etcdutl is only on
-// etcd hosts.
+// member aside; a stopped host serves no etcd. systemctl acts on etcd only, on an etcd host
+// only, and etcdutl is only on etcd hosts. etcd starts only as the member /etc/etcd.env
+// names (the one the data dir was restored for).
 func TestEtcdRestoreOnHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -87,7 +88,7 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 
 		m1.ResetCalls()
 		start := time.Now()
-		restoreOnHost(t, ctx, c, m1, snap, fmt.Sprintf("20261128T00000%dZ", round), round > 1)
+		restoreOnHost(t, ctx, c, e, m1, snap, fmt.Sprintf("20261128T00000%dZ", round), round > 1)
 		t.Logf("round %d: the restore's commands in %s", round, time.Since(start).Round(10*time.Millisecond))
 		var verbs []string
 		for _, call := range m1.CallsTo("systemctl") {
@@ -141,12 +142,34 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 		assert.Equal(t, 3, code)
 		assert.True(t, etcdAnswers(ctx, m1.IP, e.app.Etcd), "m1 still serves etcd: nothing above stopped it")
 	})
+
+	t.Run("etcd runs as the member etcd.env names", func(t *testing.T) {
+		name := e.app.Etcd.MemberName
+		sed := func(from, to string) {
+			_, _, code, err := c.Run(ctx, []string{"sed", "-i", "s|^ETCD_NAME=" + from + "$|ETCD_NAME=" + to + "|", kubespraysim.EtcdEnvFile})
+			require.NoError(t, err)
+			require.Zero(t, code)
+		}
+		sed(name, "other")
+		_, _, code, err := c.Run(ctx, []string{"systemctl", "stop", "etcd"})
+		require.NoError(t, err)
+		require.Zero(t, code)
+		_, stderr, code, err := c.Run(ctx, []string{"systemctl", "start", "etcd"})
+		require.NoError(t, err)
+		assert.Equal(t, 1, code, "a member the data dir is not for does not start: %s", stderr)
+		assert.Contains(t, string(stderr), "Job for etcd.service failed")
+		sed("other", name)
+		_, stderr, code, err = c.Run(ctx, []string{"systemctl", "start", "etcd"})
+		require.NoError(t, err)
+		require.Zero(t, code, "%s", stderr)
+		assert.True(t, etcdAnswers(ctx, m1.IP, e.app.Etcd), "m1 serves etcd again")
+	})
 }
 
 // restoreOnHost runs the restore contract's commands on h over c, exactly as the step runs
 // them (argv; the snapshot on stdin once), with stamp; moved says whether a member must
 // have been moved aside.
-func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, h *simhost.Host, snap, stamp string, moved bool) {
+func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, e *etcdSite, h *simhost.Host, snap, stamp string, moved bool) {
 	t.Helper()
 	run := func(argv ...string) (string, int) {
 		out, stderr, code, err := c.Run(ctx, argv)
@@ -162,6 +185,7 @@ func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, h *simh
 	out, code := run("systemctl", "is-active", "etcd")
 	require.Equal(t, 3, code, "is-active after the stop: %s", out)
 	require.Equal(t, "inactive\n", out)
+	require.False(t, etcdAnswers(ctx, h.IP, e.app.Etcd), "a stopped etcd host serves no etcd")
 	env := readEtcdEnv(t, ctx, c)
 	d, name, peer, token := env["ETCD_DATA_DIR"], env["ETCD_NAME"], env["ETCD_INITIAL_ADVERTISE_PEER_URLS"], env["ETCD_INITIAL_CLUSTER_TOKEN"]
 	if _, code := run("test", "-d", d+"/member"); code == 0 {
