@@ -26,10 +26,10 @@
 //     machine's hooks (ca-certificates-java's runs dpkg) would reach outside those mounts;
 //   - given a session PATH (sshd's SetEnv) that puts stand-in apt-get, apt-cache, dpkg-query
 //     and sudo first. They record every call and keep a per-host package state (see
-//     stubs.go). Its systemctl asks the test process over a unix socket, and acts on the
-//     units the test gave the host (Unit, systemd.go). HOME is pointed at an empty directory too, because bash sources ~/.bashrc
-//     for SSH commands and a .bashrc that prepends to PATH would otherwise put the real
-//     apt-get first. Start checks over SSH that the stand-ins are what the session finds, and
+//     stubs.go); its systemctl asks the test process over a unix socket and acts on the
+//     units the test gave the host (Unit, systemd.go). HOME is pointed at an empty
+//     directory too, because bash sources ~/.bashrc for SSH commands and a .bashrc that
+//     prepends to PATH would otherwise put the real apt-get first. Start checks over SSH that the stand-ins are what the session finds, and
 //     fails the test if not.
 //
 // sshd must be installed (Debian: openssh-server). Tests fail, not skip, when it is not, so a
