@@ -6,7 +6,7 @@
 # and ctr), runc and the CNI plugins, into bin/.
 #
 #   hack/build-tools.sh                 # everything missing or out of date
-#   hack/build-tools.sh etcd argo-crds  # only these (names: etcd etcdctl kube-apiserver
+#   hack/build-tools.sh etcd argo-crds  # only these (names: etcd etcdctl etcdutl kube-apiserver
 #                                       #   workflow-controller argo-ui argo argo-crds kustomize
 #                                       #   golangci-lint playwright argoexec kubelet kube-proxy
 #                                       #   kube-scheduler kube-controller-manager containerd
@@ -101,6 +101,8 @@ build_module_tool() {
 build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "40 s"; }
 # etcdctl, the floor of pkg/etcdbackup's benchmark: its own `snapshot save` on the same etcd.
 build_etcdctl() { build_module_tool etcdctl go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdctl/v3 "20 s"; }
+# etcdutl, which the stand-in kubespray installs on the simulated etcd hosts (snapshot restore).
+build_etcdutl() { build_module_tool etcdutl go.etcd.io/etcd/etcdutl/v3 go.etcd.io/etcd/etcdutl/v3 "30 s"; }
 
 # build_kube <tool> <estimate>: one of the Kubernetes binaries, all from hack/tools/kubernetes
 # (one module: they share most packages, so each after the first mostly links). Release
@@ -419,7 +421,7 @@ cni_plugin_bins() { # <version>
 	done
 }
 
-ALL_TOOLS=(etcd etcdctl argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright
+ALL_TOOLS=(etcd etcdctl etcdutl argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright
 	argoexec kubelet kube-proxy kube-scheduler kube-controller-manager containerd runc cni-plugins)
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=("${ALL_TOOLS[@]}")
@@ -434,6 +436,7 @@ for t in "${want[@]}"; do
 	case $t in
 	etcd) build_etcd ;;
 	etcdctl) build_etcdctl ;;
+	etcdutl) build_etcdutl ;;
 	kube-apiserver) build_kube kube-apiserver "4 min" ;;
 	kubelet) build_kube kubelet "6 min" ;;
 	kube-controller-manager) build_kube "$t" "2 min" ;;

@@ -275,8 +275,30 @@ func EtcdFiles(host string) (ca, cert, key string) {
 	return EtcdCertDir + "/ca.pem", EtcdCertDir + "/admin-" + host + ".pem", EtcdCertDir + "/admin-" + host + "-key.pem"
 }
 
-// AppEtcdFiles are the names, in EnvAppEtcdDir, of the files the etcd role copies.
-var AppEtcdFiles = struct{ CA, Cert, Key string }{"ca.pem", "admin.pem", "admin-key.pem"}
+// AppEtcdFiles are the names, in EnvAppEtcdDir, of the files the etcd role reads: the
+// certificates it copies, the member it writes into EtcdEnvFile (AppEtcdMember, JSON), and
+// the etcdctl and etcdutl it installs in EtcdBinDir.
+var AppEtcdFiles = struct{ CA, Cert, Key, Member, Etcdctl, Etcdutl string }{
+	"ca.pem", "admin.pem", "admin-key.pem", "member.json", "etcdctl", "etcdutl"}
+
+// AppEtcdMember is the member the application etcd runs as, which the etcd role writes into
+// each etcd host's EtcdEnvFile: one etcd stands for every etcd host of a site, so a restore
+// made with these (etcdutl snapshot restore --name, --initial-advertise-peer-urls,
+// --initial-cluster-token) makes a data dir it can run.
+type AppEtcdMember struct {
+	Name         string `json:"name"`
+	PeerURL      string `json:"peer_url"`
+	ClusterToken string `json:"cluster_token"`
+}
+
+// Where kubespray's etcd role puts etcd's environment file (roles/etcd/tasks/refresh_config.yml),
+// its data (etcd_data_dir) and etcdctl and etcdutl (bin_dir, roles/etcdctl_etcdutl) on an etcd
+// host.
+const (
+	EtcdEnvFile = "/etc/etcd.env"
+	EtcdDataDir = "/var/lib/etcd"
+	EtcdBinDir  = "/usr/local/bin"
+)
 
 // CheckOnlyPassed is what a check-only run prints when every check passed (EnvCheckOnly).
 const CheckOnlyPassed = "SIMULATED check-only: every check passed"

@@ -32,9 +32,11 @@ type AppEtcd struct {
 	// DataDir is etcd's --data-dir. A restore replaces it while etcd is stopped (Stop, Start)
 	// with one of a single member MemberName at PeerURL (etcdutl snapshot restore --name
 	// <MemberName> --initial-cluster <MemberName>=<PeerURL> --initial-advertise-peer-urls
-	// <PeerURL>).
+	// <PeerURL> --initial-cluster-token <ClusterToken>), or StartFrom starts etcd on another.
 	DataDir             string
 	MemberName, PeerURL string
+	// ClusterToken is etcd's --initial-cluster-token: kubespray's (AppEtcdClusterToken).
+	ClusterToken string
 
 	rig     *Rig
 	run     restartable // "<app>-etcd"
@@ -42,6 +44,10 @@ type AppEtcd struct {
 	apiKey  string
 	spec    etcdSpec
 }
+
+// AppEtcdClusterToken is the --initial-cluster-token of every application etcd: the one
+// kubespray's roles/etcd/templates/etcd.env.j2 writes (ETCD_INITIAL_CLUSTER_TOKEN).
+const AppEtcdClusterToken = "k8s_etcd"
 
 // EtcdServerDNSNames are the DNS names of an application etcd's serving certificate; its IP
 // addresses are 127.0.0.1 and those of the simulated hosts that front it.
@@ -66,11 +72,12 @@ func (r *Rig) startAppEtcd(ctx context.Context, name string, ips []net.IP) (*App
 	if err != nil {
 		return nil, err
 	}
-	e.spec = etcdSpec{dataDir: e.DataDir, tls: &etcdTLS{caFile: e.CAFile, certFile: f("server.pem"), keyFile: f("server-key.pem"), client: client}}
+	e.spec = etcdSpec{dataDir: e.DataDir, token: AppEtcdClusterToken, tls: &etcdTLS{caFile: e.CAFile, certFile: f("server.pem"), keyFile: f("server-key.pem"), client: client}}
 	if err := e.Start(ctx); err != nil {
 		return nil, err
 	}
 	e.Port, e.Endpoint, e.MemberName, e.PeerURL = e.spec.clientPort, e.spec.url(), etcdMember, e.spec.peerURL()
+	e.ClusterToken = e.spec.token
 	return e, nil
 }
 
@@ -135,6 +142,24 @@ func (e *AppEtcd) Start(ctx context.Context) error {
 	})
 }
 
+// StartFrom starts etcd as Start does, on dataDir from now on, as the member name at peerURL
+// says it must run: the etcd of an etcd host whose data dir and /etc/etcd.env are dataDir
+// and those. This etcd runs as MemberName at PeerURL only, so other values are refused
+// rather than ignored: a data dir restored for another member is not one it can run.
+func (e *AppEtcd) StartFrom(ctx context.Context, dataDir, name, peerURL string) error {
+	if name != e.MemberName || peerURL != e.PeerURL {
+		return fmt.Errorf("etcd runs as member %s at %s, not %s at %s", e.MemberName, e.PeerURL, name, peerURL)
+	}
+	if e.Running() {
+		return nil
+	}
+	e.spec.dataDir, e.DataDir = dataDir, dataDir
+	return e.Start(ctx)
+}
+
+// Running reports whether etcd's process runs.
+func (e *AppEtcd) Running() bool { return e.run.running() }
+
 // Stop stops etcd (SIGTERM, then SIGKILL after a grace period) and waits for it to exit.
 func (e *AppEtcd) Stop() { e.run.stop() }
 
@@ -165,6 +190,12 @@ func (r *restartable) start(run func(name string) (*Process, error)) error {
 		r.proc = p
 	}
 	return err
+}
+
+func (r *restartable) running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc != nil && !r.proc.Exited()
 }
 
 func (r *restartable) stop() {

@@ -116,6 +116,7 @@ func TestAppEtcd(t *testing.T) {
 		require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
 			SnapshotPath: snap, OutputDataDir: app.Etcd.DataDir, Name: app.Etcd.MemberName,
 			PeerURLs: []string{app.Etcd.PeerURL}, InitialCluster: app.Etcd.MemberName + "=" + app.Etcd.PeerURL,
+			InitialClusterToken: app.Etcd.ClusterToken,
 		}))
 		require.NoError(t, app.Etcd.Start(ctx))
 		require.NoError(t, app.Start(ctx))

@@ -19,6 +19,9 @@ type etcdSpec struct {
 	clientPort, peerPort int
 	// tls, when set, serves clients over TLS only and requires their certificates.
 	tls *etcdTLS
+	// token is --initial-cluster-token, which a restore must be given too (empty: etcd's
+	// default).
+	token string
 	// extra are more of etcd's arguments, last.
 	extra []string
 }
@@ -60,6 +63,9 @@ func (s *etcdSpec) args() []string {
 		"--initial-cluster=" + etcdMember + "=" + peerURL,
 		"--unsafe-no-fsync",
 		"--log-level=warn",
+	}
+	if s.token != "" {
+		args = append(args, "--initial-cluster-token="+s.token)
 	}
 	if t := s.tls; t != nil {
 		args = append(args, "--cert-file="+t.certFile, "--key-file="+t.keyFile,

@@ -92,6 +92,47 @@ func runPlaybook(t *testing.T, ctx context.Context, sim *simhost.Cluster, ini st
 func TestEtcdHostsServeTheApplicationEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	e := startEtcdSite(t, ctx)
+	sim, ini, container, app := e.sim, e.ini, e.container, e.app
+	m1, w1 := e.hosts["m1"], e.hosts["w1"]
+	ca, cert, key := kubespraysim.EtcdFiles("m1")
+	for _, f := range []string{ca, cert, key} {
+		fi, err := os.Stat(m1.File(f))
+		if assert.NoError(t, err, "m1 has %s", f) {
+			assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "%s: kubespray's check certificate permissions makes it 0700", f)
+		}
+	}
+	fi, err := os.Stat(m1.File(kubespraysim.EtcdCertDir))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), kubespraysim.EtcdCertDir)
+	assert.NoDirExists(t, w1.File(kubespraysim.EtcdCertDir), "w1 is no etcd host: it has no etcd certificates")
+
+	c := sshClient(t, ctx, m1)
+	etcd := etcdThroughSSH(t, ctx, c, m1)
+	resp, err := etcd.Get(ctx, "/registry/namespaces/kube-system")
+	require.NoError(t, err)
+	assert.Len(t, resp.Kvs, 1, "the application apiserver's kube-system namespace, read from the application etcd through m1")
+
+	assert.False(t, etcdAnswers(ctx, w1.IP, app.Etcd), "w1 serves no etcd")
+	assert.True(t, etcdAnswers(ctx, m1.IP, app.Etcd), "m1 serves the application etcd on its address too, with a certificate for it")
+
+	runPlaybook(t, ctx, sim, ini, container, "reset.yml", `{"reset_confirmation":"yes"}`)
+	assert.NoDirExists(t, m1.File(kubespraysim.EtcdCertDir), "reset removes etcd's certificates")
+	assert.False(t, etcdAnswers(ctx, m1.IP, app.Etcd), "after the reset m1 serves no etcd")
+}
+
+// etcdSite is a site of two machines, m1 (control plane and etcd) and w1 (worker), on the
+// test's own bridge, after the stand-in's cluster.yml.
+type etcdSite struct {
+	app       *rig.AppAPIServer
+	sim       *simhost.Cluster
+	hosts     map[string]*simhost.Host
+	ini       string
+	container kubespraysim.Container
+}
+
+func startEtcdSite(t *testing.T, ctx context.Context) *etcdSite {
+	t.Helper()
 	subnet := bridge(t)
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	app, err := r.StartAppAPIServerFor(ctx, "app", subnet)
@@ -109,46 +150,22 @@ func TestEtcdHostsServeTheApplicationEtcd(t *testing.T) {
 		// Without a node the admin kubeconfig names 127.0.0.1: each machine serves the
 		// apiserver there, for the stand-in's agent on the first control-plane machine.
 		require.NoError(t, h.ForwardWhile(app.Port, "127.0.0.1:"+strconv.Itoa(app.Port), nil))
-		require.NoError(t, serveAppEtcd(h, app.Etcd))
+		require.NoError(t, serveAppEtcd(t, h, app.Etcd))
 		hosts[name], dirs[h.IP] = h, h.KubernetesDir()
 		role := map[string]string{"m1": "master", "w1": "worker"}[name]
 		statuses = append(statuses, bpav1.HostStatus{Name: name, IP: h.IP, Roles: []string{role}, Etcd: name == "m1"})
 	}
-	ini, _, err := inventory.Render(statuses, inventory.Options{})
+	iniBytes, _, err := inventory.Render(statuses, inventory.Options{})
 	require.NoError(t, err)
 	etcdDir := filepath.Join(t.TempDir(), "app-etcd")
 	require.NoError(t, writeAppEtcdFiles(app.Etcd, etcdDir))
 	container := kubespraysim.Container{AppKubeconfig: app.Kubeconfig, AppEtcdDir: etcdDir, KubeDirs: dirs, Agent: agent}
 
+	ini := string(iniBytes)
 	start := time.Now()
-	runPlaybook(t, ctx, sim, string(ini), container, "cluster.yml", "")
+	runPlaybook(t, ctx, sim, ini, container, "cluster.yml", "")
 	t.Logf("cluster.yml in %s", time.Since(start).Round(100*time.Millisecond))
-
-	m1, w1 := hosts["m1"], hosts["w1"]
-	ca, cert, key := kubespraysim.EtcdFiles("m1")
-	for _, f := range []string{ca, cert, key} {
-		fi, err := os.Stat(m1.File(f))
-		if assert.NoError(t, err, "m1 has %s", f) {
-			assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "%s: kubespray's check certificate permissions makes it 0700", f)
-		}
-	}
-	fi, err := os.Stat(m1.File(kubespraysim.EtcdCertDir))
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), kubespraysim.EtcdCertDir)
-	assert.NoDirExists(t, w1.File(kubespraysim.EtcdCertDir), "w1 is no etcd host: it has no etcd certificates")
-
-	c := sshClient(t, ctx, m1)
-	etcd := etcdThroughSSH(t, ctx, c, "m1")
-	resp, err := etcd.Get(ctx, "/registry/namespaces/kube-system")
-	require.NoError(t, err)
-	assert.Len(t, resp.Kvs, 1, "the application apiserver's kube-system namespace, read from the application etcd through m1")
-
-	assert.False(t, etcdAnswers(ctx, w1.IP, app.Etcd), "w1 serves no etcd")
-	assert.True(t, etcdAnswers(ctx, m1.IP, app.Etcd), "m1 serves the application etcd on its address too, with a certificate for it")
-
-	runPlaybook(t, ctx, sim, string(ini), container, "reset.yml", `{"reset_confirmation":"yes"}`)
-	assert.NoDirExists(t, m1.File(kubespraysim.EtcdCertDir), "reset removes etcd's certificates")
-	assert.False(t, etcdAnswers(ctx, m1.IP, app.Etcd), "after the reset m1 serves no etcd")
+	return &etcdSite{app: app, sim: sim, hosts: hosts, ini: ini, container: container}
 }
 
 // sshClient logs in to h with pkg/sshexec, as a step would.
@@ -161,10 +178,10 @@ func sshClient(t *testing.T, ctx context.Context, h *simhost.Host) *sshexec.Clie
 }
 
 // etcdThroughSSH is an etcd client made only of the files kubespray leaves on the etcd host
-// host (its inventory name), read over c, that dials 127.0.0.1:2379 on that host through c.
-func etcdThroughSSH(t *testing.T, ctx context.Context, c *sshexec.Client, host string) *clientv3.Client {
+// h, read over c (logged in to h), that dials 127.0.0.1:2379 on h through c.
+func etcdThroughSSH(t *testing.T, ctx context.Context, c *sshexec.Client, h *simhost.Host) *clientv3.Client {
 	t.Helper()
-	caPath, certPath, keyPath := kubespraysim.EtcdFiles(host)
+	caPath, certPath, keyPath := kubespraysim.EtcdFiles(h.Name)
 	read := func(p string) []byte {
 		data, err := c.ReadFile(ctx, p)
 		require.NoError(t, err)

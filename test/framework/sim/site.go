@@ -8,7 +8,8 @@
 // their own on the node's bridge (test/framework/simhost); and an "application" apiserver for
 // the clusters being built, on a TLS etcd of its own, which each machine fronts on its
 // address as a control-plane machine would (and the etcd at port 2379, on its address and
-// its 127.0.0.1, once the stand-in's etcd role has run there, as an etcd host would).
+// its 127.0.0.1, once the stand-in's etcd role has run there, as an etcd host would, whose
+// systemctl stops and starts it, and from whose /var/lib/etcd it runs after a restore).
 //
 // SIMULATED, and only this: what kubespray's roles do to a machine
 // (test/framework/kubespraysim: real Ansible playbooks in the stand-in kubespray image, run
@@ -400,7 +401,7 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	app, err := url.Parse(s.App.URL)
 	must(s.T, err, "the application apiserver's URL")
 	must(s.T, h.Forward(s.App.Port, app.Host), "machine "+name+" fronting the application apiserver")
-	must(s.T, serveAppEtcd(h, s.App.Etcd), "machine "+name+" serving the application etcd")
+	must(s.T, serveAppEtcd(s.T, h, s.App.Etcd), "machine "+name+" serving the application etcd")
 	h.SetAvailable(Repository)
 	s.mu.Lock()
 	s.hosts[ip] = h

@@ -40,7 +40,7 @@ func (h *Host) forward(ips []string, port int, to string, serving func() bool) e
 		if err != nil {
 			return fmt.Errorf("simhost %s: forwarding %s port %d: %w", h.Name, ip, port, err)
 		}
-		h.forwarders = append(h.forwarders, l)
+		h.listeners = append(h.listeners, l)
 		go serveForward(l, to, serving)
 	}
 	return nil

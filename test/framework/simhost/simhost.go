@@ -10,11 +10,13 @@
 //     Cluster (as a cluster's SSH Secret is); or, started with StartOn, on port 22 of an
 //     address on a real node's bridge, in a network namespace of its own that routes
 //     nowhere else (Network), where the node's pods reach it as they reach a site's machines;
-//   - in its own mount and PID namespaces (unshare), where per-host directories are
-//     bind-mounted on /etc/kubernetes, /etc/ssl/etcd (kubespray's etcd certificates) and
-//     /var/lib/kubelet/pki (the kubelet's certificates), so `cat /etc/kubernetes/admin.conf`
-//     on host A returns A's file and the real directories are never touched (they are only
-//     created, empty, if missing, to serve as mount points);
+//   - in its own mount and PID namespaces (unshare), where /etc is an overlay of the
+//     machine's (what the host writes there, /etc/etcd.env say, is its own) and per-host
+//     directories are bind-mounted on /etc/kubernetes, /etc/ssl/etcd (kubespray's etcd
+//     certificates), /var/lib/kubelet/pki (the kubelet's certificates), /var/lib/etcd
+//     (kubespray's etcd data dir, 0700) and /usr/local/bin (kubespray's bin_dir), so `cat
+//     /etc/kubernetes/admin.conf` on host A returns A's file and the real directories are
+//     never touched (they are only created, empty, if missing, to serve as mount points);
 //   - with apt source and keyring directories of its own (/etc/apt/sources.list.d,
 //     /etc/apt/keyrings), which its stand-in apt-get update reads;
 //   - with a trust store of its own: per-host directories on /etc/bpa,
@@ -24,9 +26,10 @@
 //     machine's hooks (ca-certificates-java's runs dpkg) would reach outside those mounts;
 //   - given a session PATH (sshd's SetEnv) that puts stand-in apt-get, apt-cache, dpkg-query
 //     and sudo first. They record every call and keep a per-host package state (see
-//     stubs.go). HOME is pointed at an empty directory too, because bash sources ~/.bashrc
-//     for SSH commands and a .bashrc that prepends to PATH would otherwise put the real
-//     apt-get first. Start checks over SSH that the stand-ins are what the session finds, and
+//     stubs.go); its systemctl asks the test process over a unix socket and acts on the
+//     units the test gave the host (Unit, systemd.go). HOME is pointed at an empty
+//     directory too, because bash sources ~/.bashrc for SSH commands and a .bashrc that
+//     prepends to PATH would otherwise put the real apt-get first. Start checks over SSH that the stand-ins are what the session finds, and
 //     fails the test if not.
 //
 // sshd must be installed (Debian: openssh-server). Tests fail, not skip, when it is not, so a
@@ -74,6 +77,9 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	hosts []*Host
+	// sockets is the directory of the hosts' systemctl sockets; socketN counts them.
+	sockets string
+	socketN int
 }
 
 // NewCluster makes an empty cluster with a fresh client key.
@@ -122,8 +128,12 @@ type Host struct {
 	done    chan struct{} // closed when sshd has exited
 	stop    sync.Once
 	network *Network // nil: on loopback, in the machine's network namespace
-	// forwarders are Forward's listeners, in the host's network namespace.
-	forwarders []net.Listener
+	// listeners are Forward's, in the host's network namespace, and the systemctl socket's.
+	listeners []net.Listener
+	// systemctlSocket is where the test process answers the host's systemctl (Unit).
+	systemctlSocket string
+	unitsMu         sync.Mutex
+	units           map[string]Unit
 }
 
 // Start starts a simulated host named name listening on ip (use 127.0.1.x) and a free port.
@@ -150,8 +160,8 @@ func (c *Cluster) start(h *Host) *Host {
 	t.Helper()
 	h.cluster, h.dir = c, t.TempDir()
 	name := h.Name
-	if strings.ContainsAny(h.dir, " \t\n\"'\\") {
-		t.Fatalf("simhost: temp dir %q has characters sshd_config cannot take", h.dir)
+	if strings.ContainsAny(h.dir, " \t\n\"'\\,:") {
+		t.Fatalf("simhost: temp dir %q has characters sshd_config or mount options cannot take", h.dir)
 	}
 	h.setUp(t)
 	var lastErr error
@@ -198,10 +208,15 @@ func (h *Host) setUp(t framework.T) {
 	h.hostKey = signer.PublicKey()
 	writeFile(t, h.path("ssh_host_ed25519_key"), priv, 0o600)
 	writeFile(t, h.path("authorized_keys"), ssh.MarshalAuthorizedKey(h.cluster.clientSigner.PublicKey()), 0o600)
-	for _, d := range []string{"bin", "home", "kubernetes", "etcd-ssl", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences", "kubelet-pki"} {
+	for _, d := range []string{"bin", "home", "kubernetes", "etcd-ssl", "bpa", "local-ca-certificates", "ca-hooks", "apt-keyrings", "apt-sources", "apt-preferences", "kubelet-pki",
+		"local-bin", "etcd-data", "etc-upper", "etc-work"} {
 		if err := os.Mkdir(h.path(d), 0o755); err != nil {
 			t.Fatalf("%v", err)
 		}
+	}
+	// kubespray's etcd data dir is etcd's only (roles/etcd/tasks/configure.yml makes it 0700).
+	if err := os.Chmod(h.path("etcd-data"), 0o700); err != nil {
+		t.Fatalf("%v", err)
 	}
 	if out, err := exec.Command("cp", "-a", "/etc/ssl/certs", h.path("ssl-certs")).CombinedOutput(); err != nil {
 		t.Fatalf("simhost: copying the machine's /etc/ssl/certs: %v: %s", err, out)
@@ -211,7 +226,15 @@ func (h *Host) setUp(t framework.T) {
 	}
 	lib := h.path("stublib.sh")
 	writeFile(t, lib, []byte(strings.ReplaceAll(stubLib, "@DIR@", shQuote(h.dir))), 0o644)
-	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo, "uname": stubUname, "df": stubDf} {
+	stub, err := systemctlStub()
+	if err != nil {
+		t.Fatalf("simhost: building the systemctl stand-in: %v", err)
+	}
+	h.systemctlSocket = h.cluster.newSystemctlSocket()
+	h.serveSystemctl(t)
+	systemctl := strings.NewReplacer("@STUB@", shQuote(stub), "@SOCK@", shQuote(h.systemctlSocket)).Replace(stubSystemctl)
+	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo, "uname": stubUname, "df": stubDf,
+		"systemctl": systemctl} {
 		writeFile(t, h.path("bin", name), []byte(strings.ReplaceAll(body, "@LIB@", shQuote(lib))), 0o755)
 	}
 }
@@ -263,6 +286,9 @@ SetEnv PATH=%s:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s LC_ALL=C
 	if h.network != nil {
 		script = h.network.setUp() + " && " + script
 	}
+	// /etc first, since the other mounts are in it: an overlay of the machine's, so what the
+	// host writes there (/etc/etcd.env, say, and the mount points) is its own.
+	script += fmt.Sprintf(" && mount -t overlay overlay -o lowerdir=/etc,upperdir=%s,workdir=%s /etc", h.path("etc-upper"), h.path("etc-work"))
 	for dir, at := range hostMounts {
 		script += fmt.Sprintf(" && mkdir -p %s && mount --bind %s %s", at, shQuote(h.path(dir)), at)
 	}
@@ -402,19 +428,43 @@ var hostMounts = map[string]string{
 	"ssl-certs": "/etc/ssl/certs", "ca-hooks": "/etc/ca-certificates/update.d",
 	"apt-keyrings": "/etc/apt/keyrings", "apt-sources": "/etc/apt/sources.list.d", "apt-preferences": "/etc/apt/preferences.d",
 	"kubelet-pki": "/var/lib/kubelet/pki",
+	// kubespray's etcd_data_dir, and its bin_dir, where its etcd role installs etcdctl and
+	// etcdutl. The machine's /usr/local/bin is not on a host's session PATH, and no
+	// stand-in reads it: the hosts need none of its programs.
+	"etcd-data": "/var/lib/etcd", "local-bin": "/usr/local/bin",
 }
 
 // File is where the test reads the file the host sees at path, under one of its own
-// directories (/etc/kubernetes, /etc/ssl/etcd, /etc/bpa, /usr/local/share/ca-certificates, /etc/ssl/certs,
-// /etc/apt/keyrings, /etc/apt/sources.list.d, /etc/apt/preferences.d, /var/lib/kubelet/pki).
+// directories (hostMounts: /etc/kubernetes, /etc/ssl/etcd, /etc/bpa,
+// /usr/local/share/ca-certificates, /etc/ssl/certs, /etc/apt/keyrings,
+// /etc/apt/sources.list.d, /etc/apt/preferences.d, /var/lib/kubelet/pki, /var/lib/etcd,
+// /usr/local/bin), or elsewhere in /etc, where what the host wrote is its own (an overlay
+// of the machine's /etc: a file the host has not written is the machine's).
 func (h *Host) File(path string) string {
-	for dir, at := range hostMounts {
-		if rest, ok := strings.CutPrefix(path, at+"/"); ok {
-			return h.path(dir, rest)
+	p, err := h.OwnPath(path)
+	if err != nil {
+		h.cluster.t.Fatalf("simhost: %v", err)
+	}
+	return p
+}
+
+// OwnPath is File, with an error for a path outside the host's own directories.
+func (h *Host) OwnPath(path string) (string, error) {
+	best, at := "", ""
+	path = filepath.Clean(path)
+	in := func(mount string) bool { return path == mount || strings.HasPrefix(path, mount+"/") }
+	for dir, mount := range hostMounts {
+		if in(mount) && len(mount) > len(at) {
+			best, at = dir, mount
 		}
 	}
-	h.cluster.t.Fatalf("simhost: %s is not in one of the host's own directories", path)
-	return ""
+	if best == "" && in("/etc") && path != "/etc" {
+		best, at = "etc-upper", "/etc"
+	}
+	if best == "" {
+		return "", fmt.Errorf("%s is not in one of the host's own directories", path)
+	}
+	return h.path(best, strings.TrimPrefix(path, at)), nil
 }
 
 // KubernetesDir is the directory the host sees as /etc/kubernetes.
@@ -432,7 +482,7 @@ func (h *Host) SSHDLog() string {
 // started, and waits for them (its network namespace ends with them). It is also registered
 // with t.Cleanup; calling it again does nothing.
 func (h *Host) Stop() {
-	for _, l := range h.forwarders {
+	for _, l := range h.listeners {
 		_ = l.Close()
 	}
 	if h.network != nil {
@@ -462,7 +512,7 @@ func (h *Host) Alive() bool {
 
 // Call is one recorded invocation of a stand-in.
 type Call struct {
-	Tool           string   // apt-get, apt-cache, dpkg-query or sudo
+	Tool           string   // apt-get, apt-cache, dpkg-query, sudo, df or systemctl
 	Args           []string // argv[1:], exactly as received
 	DebianFrontend string   // $DEBIAN_FRONTEND in the stand-in's environment
 }

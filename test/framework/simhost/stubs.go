@@ -342,3 +342,11 @@ for a in "$@"; do
 	esac
 done
 `
+
+// stubSystemctl records the call and runs the systemctl stand-in (@STUB@, systemctl/stub)
+// with the host's socket (@SOCK@): the test process answers (Unit).
+const stubSystemctl = `#!/bin/sh
+. @LIB@
+record systemctl "$@"
+exec @STUB@ @SOCK@ "$@"
+`
