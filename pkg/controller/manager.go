@@ -169,7 +169,7 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 // of an ad-hoc run (observe.AdHocPlan).
 var observedSteps = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, []string{translator.AdHocPlanTask}) {
+	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, translator.RequestSteps, []string{translator.AdHocPlanTask}) {
 		m[s] = true
 	}
 	return m
@@ -247,8 +247,8 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := SetupBackupSchedule(mgr, opts.Translator); err != nil {
 			return nil, fmt.Errorf("etcd backup schedule: %w", err)
 		}
-		if err := SetupRestore(mgr, opts.Translator); err != nil {
-			return nil, fmt.Errorf("etcd restore: %w", err)
+		if err := SetupRequests(mgr, opts.Translator); err != nil {
+			return nil, fmt.Errorf("requested operations: %w", err)
 		}
 	}
 	if err := SetupSoftware(mgr, opts.Translator, argo); err != nil {

@@ -193,9 +193,11 @@ func TestRenderDayTwo(t *testing.T) {
 		{Name: "etcd-20260101T000000Z.db", Size: 3 << 20, Revision: 41, Member: "master-1", Verified: true, Workflow: "p-provision-3", TakenAt: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
 		{Name: "etcd-20260102T000000Z.db", Size: 5 << 20, Revision: 97, Member: "master-1", Verified: true, Workflow: "p-provision-4", TakenAt: metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))},
 	}
-	p.Status.Restore = &bpav1.RestoreStatus{Request: "etcd-20260101T000000Z.db", Snapshot: "etcd-20260101T000000Z.db", Workflow: "p-restore-0-abc123",
-		Phase: bpav1.RestoreFailed, Message: "step restore-etcd failed: EtcdRestoreFailed: m1: no /usr/local/bin/etcdutl"}
+	p.Status.Restore = &bpav1.RestoreStatus{Snapshot: "etcd-20260101T000000Z.db", RequestStatus: bpav1.RequestStatus{Request: "etcd-20260101T000000Z.db", Workflow: "p-restore-0-abc123",
+		Phase: bpav1.RequestFailed, Message: "step restore-etcd failed: EtcdRestoreFailed: m1: no /usr/local/bin/etcdutl"}}
+	p.Status.CertificateRenewal = &bpav1.RequestStatus{Request: "now", Workflow: "p-renew-certificates-0-def456", Phase: bpav1.RequestSucceeded}
 	got := describeFixture(t, objs, describe.KindProvisioning, p.Name, false)
+	assert.Regexp(t, `Renewal\n.*certificates\s+Succeeded\s+Workflow p-renew-certificates-0-def456`, got)
 	assert.Regexp(t, `Restore\n.*etcd-20260101T000000Z\.db\s+Failed\s+Workflow p-restore-0-abc123\s+step restore-etcd failed: EtcdRestoreFailed`, got)
 	assert.Regexp(t, `(?s)Backups\s+2 verified etcd snapshots\n.*etcd-20260102T000000Z\.db\s+\S+ ago\s+revision 97\s+5\.0 MiB\s+from master-1\s+Workflow p-provision-4\n.*etcd-20260101T000000Z\.db`, got)
 	assert.Regexp(t, `Applied\s+1 nodes\s+Kubernetes 1\.31\.4\s+kubespray v2\.28\.0\s+generation 4`, got)

@@ -126,7 +126,10 @@ func renderTree(parent *node, t *Tree, opts Options) {
 	if p, ok := t.Object.(*bpav1.Provisioning); ok {
 		renderApplied(n, p.Status.Applied, p.Status.Operations)
 		renderBackups(n, p.Status.Backups, opts.Now)
-		renderRestore(n, p.Status.Restore, opts.Now)
+		if r := p.Status.Restore; r != nil {
+			renderRequest(n, "Restore", r.Snapshot, &r.RequestStatus, opts.Now)
+		}
+		renderRequest(n, "Renewal", "certificates", p.Status.CertificateRenewal, opts.Now)
 		renderCertificates(n, &p.Status, opts.Now)
 	}
 	renderPublished(n, t.Published)
@@ -406,16 +409,17 @@ func renderBackups(parent *node, backups []bpav1.BackupStatus, now time.Time) {
 	}
 }
 
-// renderRestore shows the last etcd restore: which snapshot, how it went, when.
-func renderRestore(parent *node, r *bpav1.RestoreStatus, now time.Time) {
+// renderRequest shows the last operation of a kind asked for by annotation (a restore, a
+// certificate renewal): what, how it went, when.
+func renderRequest(parent *node, title, what string, r *bpav1.RequestStatus, now time.Time) {
 	if r == nil {
 		return
 	}
 	style := yellow
 	switch r.Phase {
-	case bpav1.RestoreSucceeded:
+	case bpav1.RequestSucceeded:
 		style = green
-	case bpav1.RestoreFailed:
+	case bpav1.RequestFailed:
 		style = red
 	}
 	when := ""
@@ -424,7 +428,7 @@ func renderRestore(parent *node, r *bpav1.RestoreStatus, now time.Time) {
 	} else if r.StartedAt != nil {
 		when = "started " + since(*r.StartedAt, now)
 	}
-	parent.add(cell{"Restore", bold}).add(cell{clean(r.Snapshot), plain}, cell{string(r.Phase), style}, cell{when, dim},
+	parent.add(cell{title, bold}).add(cell{clean(what), plain}, cell{string(r.Phase), style}, cell{when, dim},
 		cell{clean("Workflow " + r.Workflow), dim}, cell{clean(r.Message), dim})
 }
 

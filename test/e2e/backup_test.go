@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -185,52 +186,22 @@ func (d *day2) restore(t *testing.T, member *simhost.Host) {
 	const kept, gone = "written-before-the-restored-snapshot", "written-after-the-restored-snapshot"
 	_, err := cms.Create(d.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kept}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	written := time.Now().Truncate(time.Second)
-
-	// One snapshot that holds it: the schedule again, until one taken after it is listed.
-	got := &bpav1.Provisioning{}
-	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, got))
-	before := map[string]bool{}
-	for _, b := range got.Status.Backups {
-		before[b.Name] = true
-	}
-	_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "* * * * *" })
-	var snap string
-	d.waitWithin(t, 4*time.Minute, got, d.p.Name, func() bool {
-		for _, b := range got.Status.Backups {
-			if !before[b.Name] && !b.TakenAt.Time.Before(written) {
-				snap = b.Name
-				return true
-			}
-		}
-		return false
-	}, "a snapshot taken after the ConfigMap was written")
-	_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "" })
+	snap := d.freshSnapshot(t)
 	require.NoError(t, cms.Delete(d.ctx, kept, metav1.DeleteOptions{}))
 	_, err = cms.Create(d.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: gone}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-
-	restore := func(request string, phase bpav1.RestorePhase) *bpav1.Provisioning {
+	restore := func(t *testing.T, request string, phase bpav1.RequestPhase) *bpav1.Provisioning {
 		t.Helper()
-		p := &bpav1.Provisioning{}
-		require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p))
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
-		p.Annotations[bpav1.RestoreAnnotation] = request
-		require.NoError(t, d.Client.Update(d.ctx, p))
-		done := &bpav1.Provisioning{}
-		d.waitWithin(t, 8*time.Minute, done, d.p.Name, func() bool {
-			r := done.Status.Restore
-			return r != nil && r.Request == request && r.Phase != bpav1.RestoreRunning
-		}, "the restore of "+request+" ended")
-		r := done.Status.Restore
-		require.Equal(t, phase, r.Phase, r.Message)
-		return done
+		return d.ask(t, bpav1.RestoreAnnotation, request, phase, func(p *bpav1.Provisioning) *bpav1.RequestStatus {
+			if p.Status.Restore == nil {
+				return nil
+			}
+			return &p.Status.Restore.RequestStatus
+		})
 	}
 
 	t.Run("a snapshot the server does not have: nothing changed", func(t *testing.T) {
-		done := restore("etcd-19700101T000000Z.db", bpav1.RestoreFailed)
+		done := restore(t, "etcd-19700101T000000Z.db", bpav1.RequestFailed)
 		cond := findCondition(done.Status.Conditions, bpav1.ConditionEtcdRestored)
 		require.NotNil(t, cond)
 		assert.Equal(t, bpav1.ReasonEtcdRestoreFailed, cond.Reason)
@@ -241,7 +212,7 @@ func (d *day2) restore(t *testing.T, member *simhost.Host) {
 	})
 
 	t.Run("the snapshot: the deleted ConfigMap is back", func(t *testing.T) {
-		done := restore(snap, bpav1.RestoreSucceeded)
+		done := restore(t, snap, bpav1.RequestSucceeded)
 		cond := findCondition(done.Status.Conditions, bpav1.ConditionEtcdRestored)
 		require.NotNil(t, cond)
 		assert.Equal(t, metav1.ConditionTrue, cond.Status)
@@ -264,6 +235,65 @@ func (d *day2) restore(t *testing.T, member *simhost.Host) {
 		require.NoError(t, d.App.Start(d.ctx))
 		d.assertRestored(t, kept, gone)
 	})
+}
+
+// freshSnapshot turns the schedule on until a snapshot taken from now on is listed, turns it
+// off, and returns its name.
+func (d *day2) freshSnapshot(t *testing.T) string {
+	t.Helper()
+	from := time.Now().Truncate(time.Second)
+	got := &bpav1.Provisioning{}
+	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, got))
+	before := map[string]bool{}
+	for _, b := range got.Status.Backups {
+		before[b.Name] = true
+	}
+	schedule := func(s string) {
+		_, _ = d.edit(t, func(p *bpav1.Provisioning) {
+			if p.Spec.EtcdBackup == nil {
+				p.Spec.EtcdBackup = &bpav1.EtcdBackup{}
+			}
+			p.Spec.EtcdBackup.Schedule = s
+		})
+	}
+	schedule("* * * * *")
+	var snap string
+	d.waitWithin(t, 4*time.Minute, got, d.p.Name, func() bool {
+		for _, b := range got.Status.Backups {
+			if !before[b.Name] && !b.TakenAt.Time.Before(from) {
+				snap = b.Name
+				return true
+			}
+		}
+		return false
+	}, "a snapshot taken from "+from.Format(time.RFC3339))
+	schedule("")
+	return snap
+}
+
+// ask sets annotation to value on the CR and waits for the operation it asks for (status
+// reads its record) to end in phase.
+func (d *day2) ask(t *testing.T, annotation, value string, phase bpav1.RequestPhase, status func(*bpav1.Provisioning) *bpav1.RequestStatus) *bpav1.Provisioning {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &bpav1.Provisioning{}
+		if err := d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p); err != nil {
+			return err
+		}
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[annotation] = value
+		return d.Client.Update(d.ctx, p)
+	}))
+	done := &bpav1.Provisioning{}
+	d.waitWithin(t, 8*time.Minute, done, d.p.Name, func() bool {
+		r := status(done)
+		return r != nil && r.Request == value && r.Phase != bpav1.RequestRunning
+	}, annotation+"="+value+" done")
+	r := status(done)
+	require.Equal(t, phase, r.Phase, r.Message)
+	return done
 }
 
 // assertRestored: the application apiserver serves kept and not gone.

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -77,6 +78,7 @@ func (e *env) scenarioDay2Workers(t *testing.T) {
 func (e *env) scenarioDay2ControlPlane(t *testing.T) {
 	d := e.startDay2(t, false)
 	t.Run("add masters", d.addMasters)
+	t.Run("restore three etcd members", d.restoreMembers)
 	t.Run("upgrade one minor", d.upgrade)
 	t.Run("remove two etcd masters", d.removeTwoMasters)
 	t.Run("delete with Reset", d.deleteWithReset)
@@ -124,13 +126,22 @@ func (e *env) startDay2(t *testing.T, pool bool) *day2 {
 }
 
 // edit changes the spec (with a fresh copy), shows `bpa plan` for it, and returns the plan.
+// A status write in between (a controller's) makes it try again on a fresh copy.
 func (d *day2) edit(t *testing.T, change func(p *bpav1.Provisioning)) (*bpav1.Provisioning, string) {
 	t.Helper()
-	p := &bpav1.Provisioning{}
-	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p))
-	change(p)
-	plan := d.plan(t, p)
-	require.NoError(t, d.Client.Update(d.ctx, p))
+	var p *bpav1.Provisioning
+	plan := ""
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p = &bpav1.Provisioning{}
+		if err := d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, p); err != nil {
+			return err
+		}
+		change(p)
+		if plan == "" {
+			plan = d.plan(t, p)
+		}
+		return d.Client.Update(d.ctx, p)
+	}))
 	return p, plan
 }
 
@@ -382,6 +393,42 @@ func (d *day2) addMasters(t *testing.T) {
 	}
 	assert.Equal(t, 3, etcd, "the etcd count stays odd")
 	d.assertNodes(t, got, "v1.30.4")
+}
+
+// restoreMembers restores a snapshot of the three-master cluster: restore-etcd stops etcd on
+// every member and restores the first, then kubespray's cluster.yml on etcd and the control
+// plane (recover-control-plane.md) lets the others rejoin, and verify passes.
+func (d *day2) restoreMembers(t *testing.T) {
+	snap := d.freshSnapshot(t)
+	for _, n := range []string{"d2m1", "d2m2", "d2m3"} {
+		d.Machine(d.hosts[n].Status.HardwareDetails.NIC[0].IP).ResetCalls()
+	}
+	before := len(d.kubesprayRuns(t))
+	done := d.ask(t, bpav1.RestoreAnnotation, snap, bpav1.RequestSucceeded, func(p *bpav1.Provisioning) *bpav1.RequestStatus {
+		if p.Status.Restore == nil {
+			return nil
+		}
+		return &p.Status.Restore.RequestStatus
+	})
+	assert.Equal(t, []string{"cluster"}, d.runsSince(t, before), "kubespray's rejoin")
+	assert.Equal(t, "etcd,kube_control_plane", limitOf(t, d.kubesprayRuns(t)[before]))
+	wfs := d.workflowsOf(t, bpav1.RestoreOfLabel, d.p.Name)
+	require.Len(t, wfs, 1)
+	phases := stepPhases(t, &wfs[0])
+	for _, s := range []string{translator.StepRestoreEtcd, translator.StepRejoinEtcd, translator.StepVerify} {
+		assert.Equal(t, "Succeeded", phases[s], s)
+	}
+	for _, n := range []string{"d2m1", "d2m2", "d2m3"} {
+		var calls []string
+		for _, c := range d.Machine(d.hosts[n].Status.HardwareDetails.NIC[0].IP).CallsTo("systemctl") {
+			calls = append(calls, strings.Join(c.Args, " "))
+		}
+		assert.Contains(t, calls, "stop etcd", "etcd stopped on %s", n)
+		if n == "d2m1" {
+			assert.Contains(t, calls, "start etcd", "the first member restored and started")
+		}
+	}
+	d.assertNodes(t, done, "v1.30.4")
 }
 
 func (d *day2) upgrade(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,7 +132,7 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 	})
 	t.Run("RBAC: steps that never write hosts cannot", func(t *testing.T) {
 		h := newHost("h-rbac")
-		for _, step := range []string{"resolve-leases", "verify", "publish-kubeconfig", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd"} {
+		for _, step := range []string{"resolve-leases", "verify", "publish-kubeconfig", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd"} {
 			err := patch(stepClient(ctx, t, r, step), h, func(h *metal3v1.BareMetalHost) { h.Spec.ConsumerRef = ours.DeepCopy() })
 			require.Error(t, err, step)
 			assert.True(t, apierrors.IsForbidden(err), "%s: %v", step, err)
@@ -155,14 +156,35 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 		require.NoError(t, publish.Delete(ctx, mine))
 	})
 	t.Run("RBAC: only verify and publish write Secrets; no step but lookup and publish reads them", func(t *testing.T) {
-		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "verify-software", "resolve-nodes", "verify", "preflight", "backup-etcd"} {
+		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "verify-software", "resolve-nodes", "verify", "preflight", "backup-etcd", "restore-etcd"} {
 			err := stepClient(ctx, t, r, step).Get(ctx, client.ObjectKeyFromObject(userSecret), &corev1.Secret{})
 			assert.True(t, apierrors.IsForbidden(err), "%s read a Secret: %v", step, err)
 		}
-		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd"} {
+		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd"} {
 			err := stepClient(ctx, t, r, step).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "x-", Namespace: ns,
 				Labels: map[string]string{bpav1.ManagedByLabel: bpav1.ManagedByValue}}})
 			assert.True(t, apierrors.IsForbidden(err), "%s created a Secret: %v", step, err)
+		}
+	})
+	t.Run("RBAC: only backup-etcd writes or deletes etcd snapshots; restore-etcd reads them", func(t *testing.T) {
+		kc, err := kubernetes.NewForConfig(r.RESTConfig)
+		require.NoError(t, err)
+		may := func(step, verb string) bool {
+			t.Helper()
+			sar, err := kc.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: "system:serviceaccount:" + ns + ":bpa-step-" + step, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: bpav1.GroupVersion.Group, Resource: "etcdbackups", Name: "c1"}}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			return sar.Status.Allowed
+		}
+		for _, verb := range []string{"get", "list"} {
+			assert.True(t, may("restore-etcd", verb), verb)
+		}
+		for _, verb := range []string{"create", "delete", "update"} {
+			assert.False(t, may("restore-etcd", verb), "restore-etcd may %s snapshots", verb)
+		}
+		for _, step := range []string{"verify", "run-kubespray", "preflight"} {
+			assert.False(t, may(step, "get"), "%s may read snapshots", step)
 		}
 	})
 }

@@ -47,6 +47,13 @@ const (
 	// RestoreOfLabel names the Provisioning whose etcd a restore Workflow restores. Like
 	// EtcdBackupOfLabel, it is not ProvisioningNameLabel: a restore is not a run of the spec.
 	RestoreOfLabel = "bpa.akraino.org/restore-of"
+	// RenewCertificatesAnnotation asks BPA to renew the cluster's kubeadm certificates, one
+	// control-plane node at a time with the cluster's health checked between them
+	// (docs/protecting.md#renewing-certificates): each new value is one renewal; its Workflow
+	// carries RenewalOfLabel.
+	RenewCertificatesAnnotation = "bpa.akraino.org/renew-certificates"
+	// RenewalOfLabel names the Provisioning whose certificates a renewal Workflow renews.
+	RenewalOfLabel = "bpa.akraino.org/certificate-renewal-of"
 
 	// TriggerAnnotation on a Workflow says why BPA started it when no CR was edited
 	// ("htop 3.2.2-3 uploaded"); the CR's conditions, events and status repeat it.

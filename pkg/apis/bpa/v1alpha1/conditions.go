@@ -42,6 +42,24 @@ const (
 	// or was refused (ReasonEtcdRestoreFailed, ReasonNoBackupServer, ReasonInvalidSpec), the
 	// message naming what and what to do. It does not change Ready.
 	ConditionEtcdRestored = "EtcdRestored"
+	// ConditionCertificatesRenewed says how the last certificate renewal the
+	// bpa.akraino.org/renew-certificates annotation asked for went: True
+	// (ReasonCertificatesRenewed) when every control-plane node's certificates were renewed
+	// and verify passed; False while it runs (ReasonRenewing) or when it failed or was refused
+	// (ReasonCertificateRenewalFailed, ReasonInvalidSpec). It does not change Ready.
+	ConditionCertificatesRenewed = "CertificatesRenewed"
+)
+
+// Reasons of ConditionCertificatesRenewed (and its events).
+const (
+	// ReasonRenewing: the renewal's Workflow runs.
+	ReasonRenewing = "Renewing"
+	// ReasonCertificatesRenewed: every control-plane node's certificates were renewed, one
+	// node at a time, and verify read them.
+	ReasonCertificatesRenewed = "CertificatesRenewed"
+	// ReasonCertificateRenewalFailed: the renewal stopped at a node or a check; the message
+	// names it, what was renewed already, and that the later nodes were not touched.
+	ReasonCertificateRenewalFailed = "CertificateRenewalFailed"
 )
 
 // Reasons of ConditionEtcdRestored (and its events).
@@ -226,4 +244,6 @@ const (
 	EventBackupStarted = "EtcdBackupStarted"
 	// EventRestoreStarted: the Workflow of a requested etcd restore was created.
 	EventRestoreStarted = "EtcdRestoreStarted"
+	// EventRenewalStarted: the Workflow of a requested certificate renewal was created.
+	EventRenewalStarted = "CertificateRenewalStarted"
 )

@@ -396,37 +396,43 @@ type BackupStatus struct {
 	Workflow string `json:"workflow,omitempty"`
 }
 
-// RestoreStatus is one etcd restore (docs/protecting.md#restore).
-type RestoreStatus struct {
-	// Request is the value of the bpa.akraino.org/restore annotation it answers.
+// RequestStatus is an operation a person asked for with an annotation, outside the runs of
+// the spec: an etcd restore, a certificate renewal.
+type RequestStatus struct {
+	// Request is the annotation's value it answers.
 	Request string `json:"request"`
-	// Snapshot is the name of the snapshot restored, on the backup server under the
-	// cluster's path.
-	Snapshot string `json:"snapshot"`
-	// Workflow runs the restore.
+	// Workflow runs it.
 	// +optional
 	Workflow string `json:"workflow,omitempty"`
 	// Phase is Running, Succeeded or Failed.
-	Phase RestorePhase `json:"phase"`
+	Phase RequestPhase `json:"phase"`
 	// Message says what happened, or what failed and what to do.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// StartedAt and FinishedAt bound the restore's Workflow.
+	// StartedAt and FinishedAt bound its Workflow.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
-// RestorePhase is where a restore is.
+// RequestPhase is where a requested operation is.
 // +kubebuilder:validation:Enum=Running;Succeeded;Failed
-type RestorePhase string
+type RequestPhase string
 
 const (
-	RestoreRunning   RestorePhase = "Running"
-	RestoreSucceeded RestorePhase = "Succeeded"
-	RestoreFailed    RestorePhase = "Failed"
+	RequestRunning   RequestPhase = "Running"
+	RequestSucceeded RequestPhase = "Succeeded"
+	RequestFailed    RequestPhase = "Failed"
 )
+
+// RestoreStatus is one etcd restore (docs/protecting.md#restore).
+type RestoreStatus struct {
+	RequestStatus `json:",inline"`
+	// Snapshot is the name of the snapshot restored, on the backup server under the
+	// cluster's path.
+	Snapshot string `json:"snapshot"`
+}
 
 // CertificatesConfig tunes the CertificatesExpiring condition.
 type CertificatesConfig struct {
@@ -596,6 +602,11 @@ type ProvisioningStatus struct {
 	// Restore is the last etcd restore the bpa.akraino.org/restore annotation asked for.
 	// +optional
 	Restore *RestoreStatus `json:"restore,omitempty"`
+
+	// CertificateRenewal is the last certificate renewal the
+	// bpa.akraino.org/renew-certificates annotation asked for.
+	// +optional
+	CertificateRenewal *RequestStatus `json:"certificateRenewal,omitempty"`
 
 	// Certificates are the expiry dates of the cluster's certificates as the last
 	// successful verify read them over SSH (docs/protecting.md#certificates): one entry per

@@ -37,7 +37,7 @@ func restoreRig(t *testing.T, noServer bool) (client.Client, func(annotation str
 			EtcdBackupServer: server, ArtifactServers: []bpav1.ArtifactServer{{URL: server, CABundle: string(nodetrusttest.NewCA(t, []string{"backups.site"}).PEM)}}}})
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithStatusSubresource(&bpav1.Provisioning{}).Build()
-	r := &restorer{Client: c, Recorder: record.NewFakeRecorder(20)}
+	r := &requestReconciler{Client: c, Recorder: record.NewFakeRecorder(20), kind: restoreKind}
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: "ns", Name: "p"}
 	return c, func(annotation string) (*bpav1.Provisioning, []wfv1.Workflow) {
@@ -86,7 +86,7 @@ func TestRestoreByAnnotation(t *testing.T) {
 	assert.Empty(t, wf.Labels[bpav1.ProvisioningNameLabel], "not a run of the spec")
 	assert.Equal(t, "bpa-cluster-c1", wf.Spec.Synchronization.Mutexes[0].Name, "queued behind the cluster's runs and backups")
 	require.NotNil(t, got.Status.Restore)
-	assert.Equal(t, bpav1.RestoreRunning, got.Status.Restore.Phase)
+	assert.Equal(t, bpav1.RequestRunning, got.Status.Restore.Phase)
 	assert.Equal(t, snap, got.Status.Restore.Snapshot)
 	assert.Equal(t, bpav1.ReasonRestoring, restoreCondition(t, got).Reason)
 
@@ -96,7 +96,7 @@ func TestRestoreByAnnotation(t *testing.T) {
 	require.NoError(t, c.Status().Update(ctx, got))
 	got, wfs = reconcile("-")
 	require.Len(t, wfs, 1, "no second restore for one request")
-	assert.Equal(t, bpav1.RestoreRunning, got.Status.Restore.Phase)
+	assert.Equal(t, bpav1.RequestRunning, got.Status.Restore.Phase)
 
 	// It succeeds: the record says where the data from before is.
 	rec, _ := json.Marshal(stepio.Restore{Snapshot: snap, Revision: 42, Member: "m1", SetAside: map[string]string{"m1": "/var/lib/etcd/member.before-restore-x"}})
@@ -105,7 +105,7 @@ func TestRestoreByAnnotation(t *testing.T) {
 		"r": observetest.WithOutput(observetest.Node("r", translator.StepRestoreEtcd, wfv1.NodeTypePod, wfv1.NodeSucceeded, 0), "restore", string(rec))}}
 	require.NoError(t, c.Update(ctx, &wf))
 	got, _ = reconcile("-")
-	assert.Equal(t, bpav1.RestoreSucceeded, got.Status.Restore.Phase)
+	assert.Equal(t, bpav1.RequestSucceeded, got.Status.Restore.Phase)
 	cond := restoreCondition(t, got)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Contains(t, cond.Message, "revision 42")
@@ -116,16 +116,18 @@ func TestRestoreByAnnotation(t *testing.T) {
 	// The same snapshot again, with a token: a second restore.
 	got, wfs = reconcile(snap + "@2")
 	require.Len(t, wfs, 2)
-	assert.Equal(t, bpav1.RestoreRunning, got.Status.Restore.Phase)
+	assert.Equal(t, bpav1.RequestRunning, got.Status.Restore.Phase)
 	assert.Equal(t, snap, got.Status.Restore.Snapshot)
 
 	// It fails: Failed, with the step's message and what to do.
 	wf = workflowNamed(t, wfs, translator.RestoreWorkflowName("p", snap+"@2"))
 	wf.Status = wfv1.WorkflowStatus{Phase: wfv1.WorkflowFailed, StartedAt: observetest.At(0), FinishedAt: observetest.At(1), Nodes: wfv1.Nodes{
 		"r": withMessage(observetest.Node("r", translator.StepRestoreEtcd, wfv1.NodeTypePod, wfv1.NodeFailed, 0), "EtcdRestoreFailed: m1: no /usr/local/bin/etcdutl; nothing was changed")}}
+	trimmed, _ := trimWorkflow(wf.DeepCopy())
+	require.Contains(t, trimmed.(*wfv1.Workflow).Status.Nodes, "r", "the informer's trim keeps the step, or its message is lost")
 	require.NoError(t, c.Update(ctx, &wf))
 	got, _ = reconcile("-")
-	assert.Equal(t, bpav1.RestoreFailed, got.Status.Restore.Phase)
+	assert.Equal(t, bpav1.RequestFailed, got.Status.Restore.Phase)
 	cond = restoreCondition(t, got)
 	assert.Equal(t, bpav1.ReasonEtcdRestoreFailed, cond.Reason)
 	assert.Contains(t, cond.Message, "no /usr/local/bin/etcdutl")
@@ -136,7 +138,7 @@ func TestRestoreByAnnotation(t *testing.T) {
 	wf.Status.Phase, wf.Status.FinishedAt = wfv1.WorkflowRunning, metav1.Time{}
 	require.NoError(t, c.Update(ctx, &wf))
 	got, _ = reconcile("-")
-	assert.Equal(t, bpav1.RestoreRunning, got.Status.Restore.Phase)
+	assert.Equal(t, bpav1.RequestRunning, got.Status.Restore.Phase)
 }
 
 // Requests BPA cannot run are refused with the field and nothing created; a cluster never
@@ -168,7 +170,7 @@ func TestRestoreRefusals(t *testing.T) {
 			got, wfs := reconcile(tc.annotation)
 			assert.Empty(t, wfs)
 			require.NotNil(t, got.Status.Restore)
-			assert.Equal(t, bpav1.RestoreFailed, got.Status.Restore.Phase)
+			assert.Equal(t, bpav1.RequestFailed, got.Status.Restore.Phase)
 			cond := restoreCondition(t, got)
 			assert.Equal(t, metav1.ConditionFalse, cond.Status)
 			assert.Equal(t, tc.reason, cond.Reason)
@@ -195,4 +197,49 @@ func withMessage(n wfv1.NodeStatus, msg string) wfv1.NodeStatus {
 	n.Message = msg
 	n.FinishedAt = metav1.NewTime(time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC))
 	return n
+}
+
+// A renewal runs like a restore, with its own annotation, label, status and condition: the
+// message of a success names the earliest certificate verify read afterwards.
+func TestRenewalByAnnotation(t *testing.T) {
+	p := newProvisioning()
+	p.Status.Applied = &bpav1.AppliedState{Hosts: appliedHosts}
+	p.Annotations = map[string]string{bpav1.RenewCertificatesAnnotation: "now"}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p).WithStatusSubresource(&bpav1.Provisioning{}).Build()
+	r := &requestReconciler{Client: c, Recorder: record.NewFakeRecorder(20), kind: renewalKind}
+	ctx := context.Background()
+	reconcile := func() *bpav1.Provisioning {
+		t.Helper()
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}})
+		require.NoError(t, err)
+		got := &bpav1.Provisioning{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "p"}, got))
+		return got
+	}
+	got := reconcile()
+	wfs := workflows(t, c)
+	require.Len(t, wfs, 1, "no backup server needed")
+	assert.Equal(t, translator.RenewalWorkflowName("p", "now"), wfs[0].Name)
+	assert.Equal(t, "p", wfs[0].Labels[bpav1.RenewalOfLabel])
+	require.NotNil(t, got.Status.CertificateRenewal)
+	assert.Nil(t, got.Status.Restore)
+	assert.Equal(t, bpav1.RequestRunning, got.Status.CertificateRenewal.Phase)
+	cond := meta.FindStatusCondition(got.Status.Conditions, bpav1.ConditionCertificatesRenewed)
+	require.NotNil(t, cond)
+	assert.Equal(t, bpav1.ReasonRenewing, cond.Reason)
+
+	certs, _ := json.Marshal(stepio.Certificates{CheckedAt: metav1.NewTime(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)), Certificates: []bpav1.CertificateStatus{{Node: "m1", Component: "apiserver", NotAfter: metav1.NewTime(time.Date(2027, 11, 28, 0, 0, 0, 0, time.UTC))}}})
+	wf := wfs[0]
+	wf.Status = wfv1.WorkflowStatus{Phase: wfv1.WorkflowSucceeded, StartedAt: observetest.At(0), FinishedAt: observetest.At(1), Nodes: wfv1.Nodes{
+		"v": observetest.WithOutput(observetest.Node("v", translator.StepVerify, wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 0), "certificates", string(certs))}}
+	require.NoError(t, c.Update(ctx, &wf))
+	got = reconcile()
+	assert.Equal(t, bpav1.RequestSucceeded, got.Status.CertificateRenewal.Phase)
+	cond = meta.FindStatusCondition(got.Status.Conditions, bpav1.ConditionCertificatesRenewed)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	assert.Contains(t, cond.Message, "2027-11-28 (apiserver on m1)")
+	require.Len(t, got.Status.Certificates, 1, "status.certificates follows at once")
+	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, bpav1.ConditionCertificatesExpiring))
+	reconcile()
+	assert.Len(t, workflows(t, c), 1, "answered: nothing more")
 }

@@ -66,3 +66,26 @@ func TestRestoreWorkflow(t *testing.T) {
 		assert.NotEqual(t, translator.RestoreWorkflowName("p", "a.db"), translator.RestoreWorkflowName("p", "a.db@2"))
 	})
 }
+
+// A renewal reads the hosts, runs renew-certificates (one master at a time, in the step),
+// then verify (which reads the new dates) and publish-kubeconfig (admin.conf's client
+// certificate is renewed too); one name per request, not the restore's.
+func TestRenewalWorkflow(t *testing.T) {
+	p := day2(t, "masters: [{m1: null}]\nworkers: [{w1: null}]\nkubernetes: {version: 1.31.4}", appliedAs(t, base, host("m1", true, true), host("w1", false, false)))
+	wf, err := translator.RenewalWorkflow(p, translator.Options{}, "2026-11-28")
+	require.NoError(t, err, "no backup server needed")
+	assert.Equal(t, translator.RenewalWorkflowName("p", "2026-11-28"), wf.Name)
+	assert.NotEqual(t, translator.RestoreWorkflowName("p", "2026-11-28"), wf.Name)
+	assert.Equal(t, "p", wf.Labels[bpav1.RenewalOfLabel])
+	var order []string
+	for _, task := range wf.Spec.Templates[0].DAG.Tasks {
+		order = append(order, task.Name)
+	}
+	assert.Equal(t, []string{"discover-hosts", "resolve-leases", "render-inventory", "renew-certificates", "verify", "publish-kubeconfig"}, order)
+
+	p.Status.Applied = nil
+	_, err = translator.RenewalWorkflow(p, translator.Options{}, "2026-11-28")
+	var refused *translator.Refusal
+	require.ErrorAs(t, err, &refused)
+	assert.Contains(t, refused.Error(), "never built")
+}
