@@ -12,6 +12,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/preflight"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/publishkubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/renewcerts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/renderinventory"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolveleases"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolvenodes"
@@ -31,6 +32,7 @@ var stepCommands = []func() *cobra.Command{
 	preflight.Command,
 	backupetcd.Command,
 	restoreetcd.Command,
+	renewcerts.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,
