@@ -153,14 +153,13 @@ func (m *member) leader(ctx context.Context) (uint64, error) {
 }
 
 // healthy checks the cluster as step 1 of the package's doc does: every etcd member's etcd
-// answers and all name one leader, and every master's API server answers /readyz. It
-// returns each master's served NotAfter, by name.
-func (o *options) healthy(ctx context.Context, hs *hostSet) (map[string]time.Time, error) {
+// answers and all name one leader, and every master's API server answers /readyz.
+func (o *options) healthy(ctx context.Context, hs *hostSet) error {
 	leaders := map[uint64][]string{}
 	for _, m := range hs.members {
 		l, err := m.leader(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		leaders[l] = append(leaders[l], m.Name)
 	}
@@ -170,15 +169,12 @@ func (o *options) healthy(ctx context.Context, hs *hostSet) (map[string]time.Tim
 			views = append(views, fmt.Sprintf("%s: leader %x", strings.Join(names, ", "), l))
 		}
 		sort.Strings(views)
-		return nil, fmt.Errorf("the etcd members do not agree on a leader (%s)", strings.Join(views, "; "))
+		return fmt.Errorf("the etcd members do not agree on a leader (%s)", strings.Join(views, "; "))
 	}
-	served := map[string]time.Time{}
 	for _, m := range hs.masters {
-		na, err := m.readyz(ctx)
-		if err != nil {
-			return nil, err
+		if _, err := m.readyz(ctx); err != nil {
+			return err
 		}
-		served[m.Name] = na
 	}
-	return served, nil
+	return nil
 }

@@ -32,23 +32,22 @@ func (o *options) renew(ctx context.Context, hs *hostSet) (stepio.Renewal, error
 
 // stopped says where the renewal stopped, what it renewed before, and what it left.
 func stopped(at string, err error, renewed []stepio.MasterRenewal, untouched []*master) string {
-	var names []string
-	for _, r := range renewed {
-		names = append(names, r.Name)
+	before, after := "none before it", "no other master was left"
+	if len(renewed) > 0 {
+		before = "renewed before it: " + names(renewed, func(r stepio.MasterRenewal) string { return r.Name })
 	}
-	before := "none before it"
-	if len(names) > 0 {
-		before = "renewed before it: " + strings.Join(names, ", ")
-	}
-	var left []string
-	for _, m := range untouched {
-		left = append(left, m.Name)
-	}
-	after := "no other master was left"
-	if len(left) > 0 {
-		after = "not touched: " + strings.Join(left, ", ")
+	if len(untouched) > 0 {
+		after = "not touched: " + names(untouched, func(m *master) string { return m.Name })
 	}
 	return fmt.Sprintf("stopped at master %s: %v; %s; %s", at, err, before, after)
+}
+
+func names[T any](list []T, name func(T) string) string {
+	var out []string
+	for _, x := range list {
+		out = append(out, name(x))
+	}
+	return strings.Join(out, ", ")
 }
 
 // renewOne renews master m and checks the cluster after it.
@@ -75,7 +74,7 @@ func (o *options) renewOne(ctx context.Context, hs *hostSet, m *master) (stepio.
 	if err != nil {
 		return stepio.MasterRenewal{}, err
 	}
-	if _, err := o.healthy(ctx, hs); err != nil {
+	if err := o.healthy(ctx, hs); err != nil {
 		return stepio.MasterRenewal{}, fmt.Errorf("after its renewal the cluster is not healthy: %v", err)
 	}
 	return stepio.MasterRenewal{Name: m.Name, NotAfterBefore: before, NotAfterAfter: after,

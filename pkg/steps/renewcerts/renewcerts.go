@@ -110,7 +110,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 		return failed("%v; nothing was changed", err)
 	}
 	defer hs.close()
-	if _, err := o.healthy(ctx, hs); err != nil {
+	if err := o.healthy(ctx, hs); err != nil {
 		return failed("before any renewal: %v; nothing was changed", err)
 	}
 	r, err := o.renew(ctx, hs)
@@ -159,18 +159,14 @@ func Masters(applied []bpav1.HostStatus) ([]bpav1.HostStatus, error) {
 type hostSet struct {
 	masters []*master
 	members []*member
-	conns   []*sshexec.Client
+	pool    *sshexec.Pool
 }
 
 func (hs *hostSet) close() {
 	for _, m := range hs.members {
-		if m.etcd != nil {
-			m.etcd.Close()
-		}
+		m.etcd.Close()
 	}
-	for _, c := range hs.conns {
-		c.Close()
-	}
+	hs.pool.Close()
 }
 
 // connect logs in to every master and etcd member and reads what the checks need, so that a
@@ -184,45 +180,31 @@ func (o *options) connect(ctx context.Context, applied []bpav1.HostStatus, cfg s
 	if err != nil {
 		return nil, err
 	}
-	hs := &hostSet{}
-	conns := map[string]*sshexec.Client{}
-	dial := func(h bpav1.HostStatus) (*sshexec.Client, error) {
-		if c := conns[h.Name]; c != nil {
-			return c, nil
-		}
-		c, err := sshexec.Dial(ctx, h.IP, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%s (%s): %v", h.Name, h.IP, err)
-		}
-		conns[h.Name] = c
-		hs.conns = append(hs.conns, c)
-		return c, nil
+	hs := &hostSet{pool: sshexec.NewPool(cfg)}
+	if hs.masters, err = each(ctx, hs.pool, masters, newMaster); err == nil {
+		hs.members, err = each(ctx, hs.pool, members, newMember)
 	}
-	for _, h := range masters {
-		c, err := dial(h)
-		if err == nil {
-			var m *master
-			if m, err = newMaster(ctx, h, c); err == nil {
-				hs.masters = append(hs.masters, m)
-			}
-		}
-		if err != nil {
-			hs.close()
-			return nil, err
-		}
-	}
-	for _, h := range members {
-		c, err := dial(h)
-		if err == nil {
-			var m *member
-			if m, err = newMember(ctx, h, c); err == nil {
-				hs.members = append(hs.members, m)
-			}
-		}
-		if err != nil {
-			hs.close()
-			return nil, err
-		}
+	if err != nil {
+		hs.close()
+		return nil, err
 	}
 	return hs, nil
+}
+
+// each logs in to every host of hosts (once per host, through pool) and makes a T of it.
+func each[T any](ctx context.Context, pool *sshexec.Pool, hosts []bpav1.HostStatus,
+	newT func(context.Context, bpav1.HostStatus, *sshexec.Client) (T, error)) ([]T, error) {
+	var out []T
+	for _, h := range hosts {
+		c, err := pool.Dial(ctx, sshexec.Target{Name: h.Name, Addr: h.IP})
+		if err != nil {
+			return out, err
+		}
+		x, err := newT(ctx, h, c)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }

@@ -221,8 +221,10 @@ func TestRenewalHasNoOutage(t *testing.T) {
 	})
 }
 
-// TestRenewalStopsAtFailingMaster: m2's kubeadm CA key is gone, so its renewal renews
-// nothing (kubespray's script goes on and exits 0, its API server restarted on the old
+// TestRenewalStopsAtFailingMaster: the checks before any renewal stop the step, nothing
+// changed (no crictl call anywhere), when m3 lacks kubespray's script and when m2's API
+// server does not answer. Then m2's kubeadm CA key is gone, so its renewal renews nothing
+// (kubespray's script goes on and exits 0, its API server restarted on the old
 // certificate): the step renews m1, stops at m2 saying the served certificate was not
 // renewed, and never touches m3 (its certificates as they were, its crictl never called).
 func TestRenewalStopsAtFailingMaster(t *testing.T) {
@@ -230,11 +232,45 @@ func TestRenewalStopsAtFailingMaster(t *testing.T) {
 	defer cancel()
 	e := newSimEnv(t, ctx)
 	e.o.apiserverWait = 5 * time.Second
-	require.NoError(t, os.Remove(e.c.Machines["m2"].File(simcerts.CertDir+"/ca.key")))
 	before := e.kubeadmLeaves(t)
-	time.Sleep(time.Second)
-	e.c.Machines["m3"].ResetCalls()
+	noRestarts := func(t *testing.T) {
+		t.Helper()
+		for _, n := range e.names {
+			assert.Empty(t, e.c.Machines[n].CallsTo("crictl"), "%s: no pod restarted", n)
+		}
+		assert.Equal(t, before, e.kubeadmLeaves(t), "nothing renewed")
+	}
 
+	t.Run("a master without the script", func(t *testing.T) {
+		script := e.c.Machines["m3"].File(Script)
+		require.NoError(t, os.Rename(script, script+".aside"))
+		defer func() { require.NoError(t, os.Rename(script+".aside", script)) }()
+		err := e.o.run(ctx, e.cr)
+		require.Error(t, err)
+		t.Logf("error: %v", err)
+		assert.Regexp(t, `^CertificateRenewalFailed: m3: no /usr/local/bin/k8s-certs-renew.sh \(kubespray's control-plane role installs it\): .*; nothing was changed$`, err.Error())
+		noRestarts(t)
+	})
+
+	t.Run("an API server that does not answer", func(t *testing.T) {
+		t.Setenv(sim.EnvAPIServerRestart, "5s")
+		m2 := e.c.Machines["m2"]
+		conn, err := sshexec.Dial(ctx, m2.IP, sshexec.Config{Port: m2.Port, KeyFile: m2.ClientKeyPath(), KnownHostsFile: m2.KnownHostsPath()})
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = conn.Output(ctx, []string{"sh", "-c", "crictl pods --namespace kube-system --name kube-apiserver -q | xargs crictl rmp -f"})
+		require.NoError(t, err)
+		m2.ResetCalls()
+		err = e.o.run(ctx, e.cr)
+		require.Error(t, err)
+		t.Logf("error: %v", err)
+		assert.Regexp(t, `^CertificateRenewalFailed: before any renewal: m2: the API server at its 127\.0\.0\.1:\d+: .*; nothing was changed$`, err.Error())
+		noRestarts(t)
+		time.Sleep(5 * time.Second) // m2 serves again
+	})
+
+	require.NoError(t, os.Remove(e.c.Machines["m2"].File(simcerts.CertDir+"/ca.key")))
+	time.Sleep(time.Second)
 	err := e.o.run(ctx, e.cr)
 	require.Error(t, err)
 	t.Logf("error: %v", err)
@@ -244,6 +280,7 @@ func TestRenewalStopsAtFailingMaster(t *testing.T) {
 	assert.Equal(t, before["m2"], after["m2"], "m2: nothing renewed")
 	assert.Equal(t, before["m3"], after["m3"], "m3 untouched")
 	assert.Empty(t, e.c.Machines["m3"].CallsTo("crictl"), "m3's pods never restarted")
+	assert.NotEmpty(t, e.c.Machines["m2"].CallsTo("crictl"), "m2's were, by its script")
 
 	data, err := os.ReadFile(e.o.output)
 	require.NoError(t, err)

@@ -143,4 +143,3 @@ func apiserverPort(t *testing.T, h *simhost.Host) int {
 	t.Fatalf("%s: admin.conf names no server", h.Name)
 	return 0
 }
-
