@@ -97,7 +97,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	defer cancel()
 	p, err := o.cr.Get(ctx, c)
 	if err != nil {
-		return err
+		return failed("%v; nothing was changed", err)
 	}
 	var applied []bpav1.HostStatus
 	if p.Status.Applied != nil {
@@ -115,7 +115,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	}
 	r, err := o.renew(ctx, hs)
 	if werr := o.write(r); werr != nil && err == nil {
-		err = werr
+		err = failed("every master was renewed, but the output could not be written: %v", werr)
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package renewcerts
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -8,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 )
 
@@ -73,4 +78,24 @@ func TestOutput(t *testing.T) {
 	var back stepio.Renewal
 	require.NoError(t, json.Unmarshal(data, &back))
 	assert.True(t, strings.HasSuffix(o.output, stepio.RenewalFile))
+}
+
+// A run that cannot start (no CR, a cluster never built) fails with the reason, having
+// reached no host.
+func TestRunRefusesBeforeAnyHost(t *testing.T) {
+	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Namespace: "bpa", Name: "prov"}}
+	c := crfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(p).Build()
+	fs := pflag.NewFlagSet("renew-certificates", pflag.ContinueOnError)
+	o := &options{timeout: time.Minute, flags: fs, output: t.TempDir() + "/renewal.json", logf: t.Logf}
+	o.ssh.AddFlags(fs)
+	for name, want := range map[string]string{
+		"prov":  "CertificateRenewalFailed: status.applied lists no master: the cluster was never built; nothing was changed",
+		"other": `CertificateRenewalFailed: reading Provisioning bpa/other: provisionings.bpa.akraino.org "other" not found; nothing was changed`,
+	} {
+		o.cr = stepio.CR{Namespace: "bpa", Name: name}
+		err := o.run(context.Background(), c)
+		require.Error(t, err, name)
+		assert.Equal(t, want, err.Error())
+	}
+	assert.NoFileExists(t, o.output)
 }
