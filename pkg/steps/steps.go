@@ -13,6 +13,7 @@ import (
 	"github.com/akraino-edge-stack/bpa/pkg/steps/preflight"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/publishkubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/renderinventory"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/renewcerts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolveleases"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolvenodes"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/restoreetcd"
@@ -31,6 +32,7 @@ var stepCommands = []func() *cobra.Command{
 	preflight.Command,
 	backupetcd.Command,
 	restoreetcd.Command,
+	renewcerts.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,

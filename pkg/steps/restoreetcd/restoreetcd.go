@@ -233,7 +233,7 @@ func (o *options) clock() time.Time {
 type hostSet struct {
 	members []member
 	masters []master
-	conns   []*sshexec.Client
+	pool    *sshexec.Pool
 }
 
 type member struct {
@@ -247,11 +247,7 @@ type master struct {
 	conn *sshexec.Client
 }
 
-func (h *hostSet) close() {
-	for _, c := range h.conns {
-		c.Close()
-	}
-}
+func (h *hostSet) close() { h.pool.Close() }
 
 // connect logs in to every etcd member and control-plane host and reads what the restore
 // needs, so that a host that cannot take part stops it before anything changes.
@@ -261,19 +257,9 @@ func (o *options) connect(ctx context.Context, applied []bpav1.HostStatus, cfg s
 		return nil, err
 	}
 	cfg.Logf = o.logf
-	hs := &hostSet{}
-	conns := map[string]*sshexec.Client{}
+	hs := &hostSet{pool: sshexec.NewPool(cfg)}
 	dial := func(h bpav1.HostStatus) (*sshexec.Client, error) {
-		if c := conns[h.Name]; c != nil {
-			return c, nil
-		}
-		c, err := sshexec.Dial(ctx, h.IP, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%s (%s): %v", h.Name, h.IP, err)
-		}
-		conns[h.Name] = c
-		hs.conns = append(hs.conns, c)
-		return c, nil
+		return hs.pool.Dial(ctx, sshexec.Target{Name: h.Name, Addr: h.IP})
 	}
 	for _, m := range members {
 		c, err := dial(m)

@@ -50,6 +50,9 @@ const (
 	RestoreFile = "restore.json"
 	// BackupServerCAFile is the site policy's CA for the etcd backup server (PEM).
 	BackupServerCAFile = "backup-server-ca.pem"
+	// RenewalFile is renew-certificates' record of the renewal (Renewal): per master, the
+	// served certificate's expiry before and after and how long its API server was away.
+	RenewalFile = "renewal.json"
 	// CertificatesFile is verify's reading of the cluster's certificates (Certificates),
 	// which the controller mirrors into status.certificates.
 	CertificatesFile = "certificates.json"
@@ -62,7 +65,7 @@ const ScratchDir = "/tmp/bpa/scratch"
 // Files lists every file name above: the templates may name no other under InDir or OutDir
 // (besides lookup's one file per parameter, Out(parameter)).
 var Files = []string{HostsFile, InventoryFile, ExtraVarsFile, OperationsFile, ArtifactsCAFile,
-	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, RestoreFile, BackupServerCAFile, CertificatesFile}
+	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, RestoreFile, RenewalFile, BackupServerCAFile, CertificatesFile}
 
 // In is where a step finds its input name.
 func In(name string) string { return path.Join(InDir, name) }

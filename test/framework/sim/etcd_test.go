@@ -6,9 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -20,7 +18,6 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/inventory"
-	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
@@ -34,54 +31,6 @@ const (
 	etcdBridge     = "bpasimetcd0"
 	etcdBridgeCIDR = "10.214.0.1/24"
 )
-
-// bridge makes etcdBridge, removed when t ends, and returns its subnet.
-func bridge(t *testing.T) *net.IPNet {
-	t.Helper()
-	_, subnet, err := net.ParseCIDR(etcdBridgeCIDR)
-	require.NoError(t, err)
-	for _, args := range [][]string{
-		{"link", "add", etcdBridge, "type", "bridge"},
-		{"addr", "add", etcdBridgeCIDR, "dev", etcdBridge},
-		{"link", "set", etcdBridge, "up"},
-	} {
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		require.NoError(t, err, "ip %v: %s (a bridge left by an earlier run? ip link del %s)", args, out, etcdBridge)
-		if args[1] == "add" && args[0] == "link" {
-			t.Cleanup(func() { _ = exec.Command("ip", "link", "del", etcdBridge).Run() })
-		}
-	}
-	return subnet
-}
-
-// runPlaybook runs the stand-in's playbook with BPA's argv for ini on the hosts, as a
-// run-kubespray container of a site would (kubespraysim.Container), from the test process.
-func runPlaybook(t *testing.T, ctx context.Context, sim *simhost.Cluster, ini string, c kubespraysim.Container, playbook, playbookVars string) {
-	t.Helper()
-	dir := t.TempDir()
-	varsYAML, err := inventory.MarshalVars(map[string]any{})
-	require.NoError(t, err)
-	o := kubespray.DefaultRunOptions()
-	o.Inventory, o.ExtraVars = filepath.Join(dir, "hosts.ini"), filepath.Join(dir, "vars.yaml")
-	require.NoError(t, os.WriteFile(o.Inventory, []byte(ini), 0o644))
-	require.NoError(t, os.WriteFile(o.ExtraVars, varsYAML, 0o644))
-	o.SSHKey, o.KnownHosts, o.SSHPort, o.Playbook = sim.ClientKeyPath(), sim.KnownHostsPath(), sim.Hosts()[0].Port, playbook
-	o.PlaybookVars = playbookVars
-	inv, err := kubespray.Build(o, "ansible-playbook", os.Environ())
-	require.NoError(t, err)
-	control, err := kubespraysim.NewControlDir()
-	require.NoError(t, err)
-	t.Cleanup(func() { kubespraysim.StopSSHMasters(control) })
-	c.Image, c.Tmp, c.ControlDir = o.KubesprayImage, t.TempDir(), control
-	env, err := c.Env()
-	require.NoError(t, err)
-	tree, err := kubespraysim.Tree()
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, "ansible-playbook", inv.Args[1:]...)
-	cmd.Dir, cmd.Env = tree, slices.Concat(inv.Env, env, []string{"ANSIBLE_NOCOLOR=1"})
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s:\n%s", playbook, out)
-}
 
 // TestEtcdHostsServeTheApplicationEtcd: after the stand-in's cluster.yml, the first etcd host
 // has kubespray's etcd CA and admin certificate, and a client made of those three files
@@ -133,7 +82,9 @@ type etcdSite struct {
 
 func startEtcdSite(t *testing.T, ctx context.Context) *etcdSite {
 	t.Helper()
-	subnet := bridge(t)
+	makeBridge(t, etcdBridge, etcdBridgeCIDR)
+	_, subnet, err := net.ParseCIDR(etcdBridgeCIDR)
+	require.NoError(t, err)
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	app, err := r.StartAppAPIServerFor(ctx, "app", subnet)
 	require.NoError(t, err)

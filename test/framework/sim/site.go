@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,7 +382,8 @@ func (s *Site) Reprovision(ctx context.Context, names ...string) {
 // StartMachine starts a simulated machine at ip (in a node.HostSubnet; see HostIP), unless one
 // runs there. It fronts the application apiserver on its address, at the apiserver's port,
 // as a control-plane machine serves its own: a cluster's kubeconfig names its first
-// control-plane machine. Once the stand-in's etcd role has run on it, it serves the
+// control-plane machine; and on its 127.0.0.1 with its own kubeadm certificate
+// (apiServerPod), restarting when its crictl removes the pod. Once the stand-in's etcd role has run on it, it serves the
 // application etcd at EtcdPort too (serveAppEtcd).
 func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	s.mu.Lock()
@@ -398,9 +398,7 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	if !strings.HasPrefix(h.Dir(), s.root+string(filepath.Separator)) {
 		s.T.Fatalf("machine %s's folder %s is not under the site's %s, which run-kubespray sees", name, h.Dir(), s.root)
 	}
-	app, err := url.Parse(s.App.URL)
-	must(s.T, err, "the application apiserver's URL")
-	must(s.T, h.Forward(s.App.Port, app.Host), "machine "+name+" fronting the application apiserver")
+	must(s.T, serveAppAPIServer(h, s.App), "machine "+name+" fronting the application apiserver")
 	must(s.T, serveAppEtcd(s.T, h, s.App.Etcd), "machine "+name+" serving the application etcd")
 	h.SetAvailable(Repository)
 	s.mu.Lock()

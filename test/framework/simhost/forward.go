@@ -31,6 +31,23 @@ func (h *Host) ForwardWhile(port int, to string, serving func() bool) error {
 	return h.forward([]string{h.IP, "127.0.0.1"}, port, to, serving)
 }
 
+// Listen opens a TCP listener at addr (ip:port) in the host's network namespace, as a
+// server running on the host would; it closes when the host stops, and may be closed
+// earlier (a server that stops) and opened again.
+func (h *Host) Listen(addr string) (net.Listener, error) {
+	if h.network == nil {
+		return nil, errors.New("simhost: Listen needs a host on a network (StartOn)")
+	}
+	l, err := listenIn(h.NetNS(), addr)
+	if err != nil {
+		return nil, fmt.Errorf("simhost %s: listening on %s: %w", h.Name, addr, err)
+	}
+	h.unitsMu.Lock()
+	h.listeners = append(h.listeners, l)
+	h.unitsMu.Unlock()
+	return l, nil
+}
+
 func (h *Host) forward(ips []string, port int, to string, serving func() bool) error {
 	if h.network == nil {
 		return errors.New("simhost: Forward needs a host on a network (StartOn)")

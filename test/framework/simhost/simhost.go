@@ -134,6 +134,7 @@ type Host struct {
 	systemctlSocket string
 	unitsMu         sync.Mutex
 	units           map[string]Unit
+	pods            []*pod
 }
 
 // Start starts a simulated host named name listening on ip (use 127.0.1.x) and a free port.
@@ -232,9 +233,9 @@ func (h *Host) setUp(t framework.T) {
 	}
 	h.systemctlSocket = h.cluster.newSystemctlSocket()
 	h.serveSystemctl(t)
-	systemctl := strings.NewReplacer("@STUB@", shQuote(stub), "@SOCK@", shQuote(h.systemctlSocket)).Replace(stubSystemctl)
+	socket := strings.NewReplacer("@STUB@", shQuote(stub), "@SOCK@", shQuote(h.systemctlSocket))
 	for name, body := range map[string]string{"apt-get": stubAptGet, "apt-cache": stubAptCache, "dpkg-query": stubDpkgQuery, "sudo": stubSudo, "uname": stubUname, "df": stubDf,
-		"systemctl": systemctl} {
+		"systemctl": socket.Replace(stubSystemctl), "crictl": socket.Replace(stubCrictl)} {
 		writeFile(t, h.path("bin", name), []byte(strings.ReplaceAll(body, "@LIB@", shQuote(lib))), 0o755)
 	}
 }
@@ -482,7 +483,10 @@ func (h *Host) SSHDLog() string {
 // started, and waits for them (its network namespace ends with them). It is also registered
 // with t.Cleanup; calling it again does nothing.
 func (h *Host) Stop() {
-	for _, l := range h.listeners {
+	h.unitsMu.Lock()
+	listeners := h.listeners
+	h.unitsMu.Unlock()
+	for _, l := range listeners {
 		_ = l.Close()
 	}
 	if h.network != nil {
@@ -512,7 +516,7 @@ func (h *Host) Alive() bool {
 
 // Call is one recorded invocation of a stand-in.
 type Call struct {
-	Tool           string   // apt-get, apt-cache, dpkg-query, sudo, df or systemctl
+	Tool           string   // apt-get, apt-cache, dpkg-query, sudo, df, systemctl or crictl
 	Args           []string // argv[1:], exactly as received
 	DebianFrontend string   // $DEBIAN_FRONTEND in the stand-in's environment
 }

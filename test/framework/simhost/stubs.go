@@ -348,5 +348,14 @@ done
 const stubSystemctl = `#!/bin/sh
 . @LIB@
 record systemctl "$@"
-exec @STUB@ @SOCK@ "$@"
+exec @STUB@ @SOCK@ systemctl "$@"
+`
+
+// stubCrictl records the call and asks the test process as stubSystemctl does (Pod); it
+// fails as asked (Fail) before that.
+const stubCrictl = `#!/bin/sh
+. @LIB@
+record crictl "$@"
+fail_if_asked crictl 1
+exec @STUB@ @SOCK@ crictl "$@"
 `

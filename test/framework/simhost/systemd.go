@@ -82,7 +82,11 @@ func (h *Host) answerSystemctl(c *net.UnixConn) {
 			}
 		})
 	}
-	_ = json.NewEncoder(c).Encode(h.systemctl(uid, req.Args))
+	answer := h.systemctl
+	if req.Tool == "crictl" {
+		answer = h.crictl
+	}
+	_ = json.NewEncoder(c).Encode(answer(uid, req.Args))
 }
 
 // systemctl answers `systemctl args...` run by uid as systemd 252 (Debian 12) does, for the

@@ -73,6 +73,14 @@ const (
 	ReasonEtcdRestoreFailed = "EtcdRestoreFailed"
 )
 
+// Reasons of a certificate renewal (renew-certificates, one control-plane node at a time).
+const (
+	// ReasonCertificateRenewalFailed: renew-certificates stopped; the message names the
+	// master and the check that failed, the masters renewed before it and that the others
+	// were not touched (or that nothing was, when a check before the first failed).
+	ReasonCertificateRenewalFailed = "CertificateRenewalFailed"
+)
+
 // Reasons of ConditionCertificatesExpiring.
 const (
 	// ReasonCertificateExpiring: a certificate expires within the warning period.

@@ -14,6 +14,7 @@
 //	                 kubeadm init's (all flags) or upgrade apply's (--version only) kube-system/kubeadm-config
 //	agent downloads  --release R --kube K --arch M --vars JSON         prints "ca url" per line
 //	agent certs      --node N [--control-plane] [--validity D]         writes the node's certificates (simcerts)
+//	agent kubeadm    [--validity D] certs check-expiration|renew all  kubeadm's certs commands on the node's own (simcerts)
 //
 // It holds no rule of kubespray's: what a run may do is decided by the playbooks.
 package main
@@ -95,6 +96,8 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 		return downloads(f)
 	case "certs":
 		return certs(f)
+	case "kubeadm":
+		return kubeadmCerts(f, fs.Args())
 	}
 	data, err := os.ReadFile(f.kubeconfig)
 	if err != nil {
@@ -337,13 +340,9 @@ func downloads(f flags) (string, error) {
 // the node, where none are yet: like kubeadm, a second run keeps the ones there. The leaves
 // last --validity (a Go duration; empty: a year, kubeadm's).
 func certs(f flags) (string, error) {
-	validity := simcerts.DefaultValidity
-	if f.validity != "" {
-		d, err := time.ParseDuration(f.validity)
-		if err != nil {
-			return "", fmt.Errorf("--validity: %w", err)
-		}
-		validity = d
+	validity, err := parseValidity(f.validity)
+	if err != nil {
+		return "", err
 	}
 	files, err := simcerts.Files(f.node, f.controlPlane, validity, time.Now())
 	if err != nil {
@@ -362,5 +361,52 @@ func certs(f flags) (string, error) {
 		}
 		written++
 	}
-	return fmt.Sprintf("%d certificates written", written), nil
+	return fmt.Sprintf("%d files written", written), nil
+}
+
+// kubeadmCerts is what `kubeadm certs check-expiration` and `kubeadm certs renew all` do to a
+// control-plane node's certificates (simcerts.Check, simcerts.Renew): the renewed leaves last
+// --validity, as kubeadm's last its own. Like kubeadm, both fail where kubeadm's folder,
+// a CA or a leaf is missing.
+func kubeadmCerts(f flags, args []string) (string, error) {
+	validity, err := parseValidity(f.validity)
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	switch strings.Join(args, " ") {
+	case "certs check-expiration":
+		certs, err := simcerts.Check(simcerts.CertDir)
+		if err != nil {
+			return "", fmt.Errorf("[check-expiration] %w", err)
+		}
+		lines = append(lines, "CERTIFICATE                EXPIRES                  CERTIFICATE AUTHORITY")
+		for _, c := range certs {
+			lines = append(lines, fmt.Sprintf("%-26s %-24s %s", c.Name, c.NotAfter.UTC().Format("Jan 02, 2006 15:04 MST"), c.CA))
+		}
+	case "certs renew all":
+		renewed, err := simcerts.Renew(simcerts.CertDir, validity, time.Now())
+		if err != nil {
+			return "", fmt.Errorf("[renew] %w", err)
+		}
+		for _, r := range renewed {
+			lines = append(lines, fmt.Sprintf("certificate %s renewed", filepath.Base(r.File)))
+		}
+		lines = append(lines, "Done renewing certificates. You must restart the kube-apiserver, kube-controller-manager, kube-scheduler and etcd, so that they can use the new certificates.")
+	default:
+		return "", fmt.Errorf("kubeadm %q is not simulated (certs check-expiration, certs renew all)", strings.Join(args, " "))
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// parseValidity is --validity: a Go duration; empty is kubeadm's year.
+func parseValidity(s string) (time.Duration, error) {
+	if s == "" {
+		return simcerts.DefaultValidity, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--validity: %w", err)
+	}
+	return d, nil
 }
