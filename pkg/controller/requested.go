@@ -246,6 +246,13 @@ var renewalKind = requestKind{
 		observeCertificates(p, o)
 		certificatesExpiring(p, time.Now())
 		msg := "every control-plane node's certificates renewed, one at a time, and verify passed"
+		if o.Renewal != nil {
+			var each []string
+			for _, m := range o.Renewal.Masters {
+				each = append(each, fmt.Sprintf("%s (its API server away %.0fs)", m.Name, m.AwaySeconds))
+			}
+			msg = "renewed, one at a time: " + strings.Join(each, ", ") + "; verify passed"
+		}
 		if o.Certificates != nil && len(o.Certificates.Certificates) > 0 {
 			c := o.Certificates.Certificates[0]
 			msg += fmt.Sprintf("; the earliest now expires %s (%s on %s)", c.NotAfter.UTC().Format("2006-01-02"), c.Component, c.Node)

@@ -231,13 +231,15 @@ func TestRenewalByAnnotation(t *testing.T) {
 	certs, _ := json.Marshal(stepio.Certificates{CheckedAt: metav1.NewTime(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)), Certificates: []bpav1.CertificateStatus{{Node: "m1", Component: "apiserver", NotAfter: metav1.NewTime(time.Date(2027, 11, 28, 0, 0, 0, 0, time.UTC))}}})
 	wf := wfs[0]
 	wf.Status = wfv1.WorkflowStatus{Phase: wfv1.WorkflowSucceeded, StartedAt: observetest.At(0), FinishedAt: observetest.At(1), Nodes: wfv1.Nodes{
-		"v": observetest.WithOutput(observetest.Node("v", translator.StepVerify, wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 0), "certificates", string(certs))}}
+		"v": observetest.WithOutput(observetest.Node("v", translator.StepVerify, wfv1.NodeTypeRetry, wfv1.NodeSucceeded, 0), "certificates", string(certs)),
+		"r": observetest.WithOutput(observetest.Node("r", translator.StepRenewCertificates, wfv1.NodeTypePod, wfv1.NodeSucceeded, 0), "renewal", `{"masters":[{"name":"m1","awaySeconds":2}]}`)}}
 	require.NoError(t, c.Update(ctx, &wf))
 	got = reconcile()
 	assert.Equal(t, bpav1.RequestSucceeded, got.Status.CertificateRenewal.Phase)
 	cond = meta.FindStatusCondition(got.Status.Conditions, bpav1.ConditionCertificatesRenewed)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Contains(t, cond.Message, "2027-11-28 (apiserver on m1)")
+	assert.Contains(t, cond.Message, "m1 (its API server away 2s)")
 	require.Len(t, got.Status.Certificates, 1, "status.certificates follows at once")
 	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, bpav1.ConditionCertificatesExpiring))
 	reconcile()

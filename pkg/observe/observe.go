@@ -52,6 +52,8 @@ type Observation struct {
 	Certificates *stepio.Certificates
 	// Restore is restore-etcd's record, once it succeeded.
 	Restore *stepio.Restore
+	// Renewal is renew-certificates' record, once it succeeded.
+	Renewal *stepio.Renewal
 }
 
 // Workflow observes a Workflow whose DAG runs steps. It decompresses status.compressedNodes with Argo's packer; when
@@ -119,7 +121,16 @@ func Workflow(wf *wfv1.Workflow, steps []string) Observation {
 		o.Certificates = certificatesOutput(n)
 	}
 	if n, ok := byStep[translator.StepRestoreEtcd]; ok && n.Phase == wfv1.NodeSucceeded {
-		o.Restore = restoreOutput(n)
+		o.Restore = &stepio.Restore{}
+		if !jsonOutput(n, RestoreOutput, o.Restore) || o.Restore.Snapshot == "" {
+			o.Restore = nil
+		}
+	}
+	if n, ok := byStep[translator.StepRenewCertificates]; ok && n.Phase == wfv1.NodeSucceeded {
+		o.Renewal = &stepio.Renewal{}
+		if !jsonOutput(n, RenewalOutput, o.Renewal) || len(o.Renewal.Masters) == 0 {
+			o.Renewal = nil
+		}
 	}
 	if n, ok := byStep["install-software"]; ok {
 		o.HostSoftware = hostSoftware(nodes, n)
@@ -234,19 +245,20 @@ func backupOutput(n wfv1.NodeStatus) (bpav1.BackupStatus, bool) {
 // RestoreOutput is the restore-etcd template's output parameter: its record.
 const RestoreOutput = "restore"
 
-func restoreOutput(n wfv1.NodeStatus) *stepio.Restore {
+// RenewalOutput is the renew-certificates template's output parameter: its record.
+const RenewalOutput = "renewal"
+
+// jsonOutput decodes the node's output parameter name into v, and says whether it could.
+func jsonOutput(n wfv1.NodeStatus, name string, v any) bool {
 	if n.Outputs == nil {
-		return nil
+		return false
 	}
 	for _, p := range n.Outputs.Parameters {
-		if p.Name == RestoreOutput && p.Value != nil {
-			var r stepio.Restore
-			if json.Unmarshal([]byte(p.Value.String()), &r) == nil && r.Snapshot != "" {
-				return &r
-			}
+		if p.Name == name && p.Value != nil {
+			return json.Unmarshal([]byte(p.Value.String()), v) == nil
 		}
 	}
-	return nil
+	return false
 }
 
 // BackupOutput is the backup-etcd template's output parameter: the snapshot's record.

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -79,6 +84,7 @@ func (e *env) scenarioDay2ControlPlane(t *testing.T) {
 	d := e.startDay2(t, false)
 	t.Run("add masters", d.addMasters)
 	t.Run("restore three etcd members", d.restoreMembers)
+	t.Run("renew certificates, one master at a time", d.renewCertificates)
 	t.Run("upgrade one minor", d.upgrade)
 	t.Run("remove two etcd masters", d.removeTwoMasters)
 	t.Run("delete with Reset", d.deleteWithReset)
@@ -632,4 +638,94 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// renewCertificates renews the three masters' certificates with the renew-certificates
+// annotation while a client asks the application API server /readyz every 100 ms through
+// whichever master answers (as kubespray's nginx-proxy on the workers does): it never goes a
+// second without an answer, every master's API server certificate is later than before, and
+// verify's reading of them lands in status.certificates.
+func (d *day2) renewCertificates(t *testing.T) {
+	before := &bpav1.Provisioning{}
+	require.NoError(t, d.Client.Get(d.ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.p.Name}, before))
+	var masters []string
+	for _, h := range before.Status.Applied.Hosts {
+		if slices.Contains(h.Roles, "master") {
+			masters = append(masters, h.IP)
+			d.Machine(h.IP).ResetCalls()
+		}
+	}
+	require.Len(t, masters, 3)
+	gap := d.probeThrough(t, masters)
+	done := d.ask(t, bpav1.RenewCertificatesAnnotation, "e2e", bpav1.RequestSucceeded, func(p *bpav1.Provisioning) *bpav1.RequestStatus {
+		return p.Status.CertificateRenewal
+	})
+	longest := gap()
+	t.Logf("the application API server, through any master, was never away longer than %s", longest)
+	assert.Less(t, longest, time.Second, "one master at a time: the others answer")
+	cond := findCondition(done.Status.Conditions, bpav1.ConditionCertificatesRenewed)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
+	wfs := d.workflowsOf(t, bpav1.RenewalOfLabel, d.p.Name)
+	require.Len(t, wfs, 1)
+	phases := stepPhases(t, &wfs[0])
+	assert.Equal(t, "Succeeded", phases[translator.StepRenewCertificates])
+	assert.Equal(t, "Succeeded", phases[translator.StepVerify])
+	apiserver := func(p *bpav1.Provisioning) map[string]time.Time {
+		out := map[string]time.Time{}
+		for _, c := range p.Status.Certificates {
+			if c.Component == "apiserver" {
+				out[c.Node] = c.NotAfter.Time
+			}
+		}
+		return out
+	}
+	was, now := apiserver(before), apiserver(done)
+	require.Len(t, now, 3, "each master's apiserver certificate read")
+	for node, t0 := range was {
+		assert.True(t, now[node].After(t0), "%s: %s, not later than %s", node, now[node], t0)
+	}
+	for _, ip := range masters {
+		assert.NotEmpty(t, d.Machine(ip).CallsTo("crictl"), "kubespray's script restarted the control plane on %s", ip)
+	}
+}
+
+// probeThrough asks the application API server /readyz every 100 ms through the first of
+// ips that answers, until the returned func is called; that returns the longest time
+// between two answers.
+func (d *day2) probeThrough(t *testing.T, ips []string) func() time.Duration {
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(d.App.CAData))
+	hc := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	ask := func() bool {
+		for _, ip := range ips {
+			req, _ := http.NewRequest(http.MethodGet, "https://"+net.JoinHostPort(ip, strconv.Itoa(d.App.Port))+"/readyz", nil)
+			req.Header.Set("Authorization", "Bearer "+d.App.Token)
+			if resp, err := hc.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	require.True(t, ask(), "the application API server answers through the masters before the renewal")
+	stop := make(chan struct{})
+	result := make(chan time.Duration, 1)
+	go func() {
+		last, longest := time.Now(), time.Duration(0)
+		for {
+			select {
+			case <-stop:
+				result <- max(longest, time.Since(last))
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if ask() {
+				longest, last = max(longest, time.Since(last)), time.Now()
+			}
+		}
+	}()
+	return func() time.Duration { close(stop); return <-result }
 }

@@ -77,11 +77,11 @@ func TestE2E(t *testing.T) {
 		},
 		{
 			{"j/day-2-workers", (*env).scenarioDay2Workers},
+			{"g/one-provisioning-per-cluster", (*env).scenarioClusterMutex},
 		},
 		{
 			{"o/day-2-control-plane", (*env).scenarioDay2ControlPlane},
 			{"b/lease-appears-later", (*env).scenarioLateLease},
-			{"g/one-provisioning-per-cluster", (*env).scenarioClusterMutex},
 		},
 		{
 			{"h/software-updates-and-new-nodes", (*env).scenarioSoftware},

@@ -58,7 +58,7 @@ func TestInstallManifests(t *testing.T) {
 	for _, o := range objs {
 		images = append(images, bpaImages(o)...)
 	}
-	assert.Len(t, images, 17, "the controller, BPA_STEP_IMAGE, bpa serve and every bpa step container")
+	assert.Len(t, images, 19, "the controller, BPA_STEP_IMAGE, bpa serve and every bpa step container")
 	for _, img := range images {
 		assert.Equal(t, bpaImage+":"+tag, img)
 	}
@@ -106,8 +106,8 @@ func TestInstallManifests(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 5, "ArtifactIndex": 1, "ServiceAccount": 15, "ClusterRole": 6, "ClusterRoleBinding": 3,
-		"Role": 10, "RoleBinding": 10, "Deployment": 2, "ValidatingAdmissionPolicy": 6, "ValidatingAdmissionPolicyBinding": 6,
+		"Namespace": 1, "CustomResourceDefinition": 5, "ArtifactIndex": 1, "ServiceAccount": 17, "ClusterRole": 6, "ClusterRoleBinding": 3,
+		"Role": 12, "RoleBinding": 12, "Deployment": 2, "ValidatingAdmissionPolicy": 7, "ValidatingAdmissionPolicyBinding": 7,
 		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3, "PersistentVolumeClaim": 1, "Service": 1,
 	}, kinds)
 }

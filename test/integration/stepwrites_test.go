@@ -132,7 +132,7 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 	})
 	t.Run("RBAC: steps that never write hosts cannot", func(t *testing.T) {
 		h := newHost("h-rbac")
-		for _, step := range []string{"resolve-leases", "verify", "publish-kubeconfig", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd"} {
+		for _, step := range []string{"resolve-leases", "verify", "publish-kubeconfig", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd", "renew-certificates"} {
 			err := patch(stepClient(ctx, t, r, step), h, func(h *metal3v1.BareMetalHost) { h.Spec.ConsumerRef = ours.DeepCopy() })
 			require.Error(t, err, step)
 			assert.True(t, apierrors.IsForbidden(err), "%s: %v", step, err)
@@ -156,11 +156,11 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 		require.NoError(t, publish.Delete(ctx, mine))
 	})
 	t.Run("RBAC: only verify and publish write Secrets; no step but lookup and publish reads them", func(t *testing.T) {
-		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "verify-software", "resolve-nodes", "verify", "preflight", "backup-etcd", "restore-etcd"} {
+		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "verify-software", "resolve-nodes", "verify", "preflight", "backup-etcd", "restore-etcd", "renew-certificates"} {
 			err := stepClient(ctx, t, r, step).Get(ctx, client.ObjectKeyFromObject(userSecret), &corev1.Secret{})
 			assert.True(t, apierrors.IsForbidden(err), "%s read a Secret: %v", step, err)
 		}
-		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd"} {
+		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd", "renew-certificates"} {
 			err := stepClient(ctx, t, r, step).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "x-", Namespace: ns,
 				Labels: map[string]string{bpav1.ManagedByLabel: bpav1.ManagedByValue}}})
 			assert.True(t, apierrors.IsForbidden(err), "%s created a Secret: %v", step, err)
@@ -183,7 +183,7 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 		for _, verb := range []string{"create", "delete", "update"} {
 			assert.False(t, may("restore-etcd", verb), "restore-etcd may %s snapshots", verb)
 		}
-		for _, step := range []string{"verify", "run-kubespray", "preflight"} {
+		for _, step := range []string{"verify", "run-kubespray", "preflight", "renew-certificates"} {
 			assert.False(t, may(step, "get"), "%s may read snapshots", step)
 		}
 	})

@@ -57,8 +57,9 @@ const (
 	// ReasonCertificatesRenewed: every control-plane node's certificates were renewed, one
 	// node at a time, and verify read them.
 	ReasonCertificatesRenewed = "CertificatesRenewed"
-	// ReasonCertificateRenewalFailed: the renewal stopped at a node or a check; the message
-	// names it, what was renewed already, and that the later nodes were not touched.
+	// ReasonCertificateRenewalFailed: renew-certificates stopped; the message names the
+	// master and the check that failed, the masters renewed before it and that the others
+	// were not touched (or that nothing was, when a check before the first failed).
 	ReasonCertificateRenewalFailed = "CertificateRenewalFailed"
 )
 
@@ -71,14 +72,6 @@ const (
 	// ReasonEtcdRestoreFailed: the restore failed; the message says whether the cluster
 	// was left as it was or where the data that was replaced was kept.
 	ReasonEtcdRestoreFailed = "EtcdRestoreFailed"
-)
-
-// Reasons of a certificate renewal (renew-certificates, one control-plane node at a time).
-const (
-	// ReasonCertificateRenewalFailed: renew-certificates stopped; the message names the
-	// master and the check that failed, the masters renewed before it and that the others
-	// were not touched (or that nothing was, when a check before the first failed).
-	ReasonCertificateRenewalFailed = "CertificateRenewalFailed"
 )
 
 // Reasons of ConditionCertificatesExpiring.
