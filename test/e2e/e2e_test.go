@@ -50,7 +50,7 @@ type env struct {
 	ctx context.Context
 }
 
-// TestE2E runs the scenarios on one node, in five lanes side by side: each lane is a site of
+// TestE2E runs the scenarios on one node, in six lanes side by side: each lane is a site of
 // its own (namespace, application apiserver, BPA controller, machines, failure injection;
 // sim.Base.NewSite) and runs its scenarios one after another. A step is mostly waiting
 // (for a pod, for Argo, for SSH), so lanes share the node's two cores well. Each scenario
@@ -73,11 +73,9 @@ func TestE2E(t *testing.T) {
 			{"c/kubespray-fails-then-argo-retry", (*env).scenarioRetry},
 			{"e/controller-killed-mid-run", (*env).scenarioControllerRestart},
 			{"f/deleted-mid-run", (*env).scenarioDeleteMidRun},
-			{"p/etcd-backups", func(e *env, t *testing.T) { e.scenarioBackup(t, store) }},
 		},
 		{
 			{"j/day-2-workers", (*env).scenarioDay2Workers},
-			{"g/one-provisioning-per-cluster", (*env).scenarioClusterMutex},
 		},
 		{
 			{"o/day-2-control-plane", (*env).scenarioDay2ControlPlane},
@@ -93,6 +91,10 @@ func TestE2E(t *testing.T) {
 			{"l/chained-upgrade", (*env).scenarioChain},
 			{"m/preflight-and-safe-stop", (*env).scenarioPreflight},
 			{"n/latest-package-versions", (*env).scenarioLatest},
+		},
+		{
+			{"p/etcd-backups-and-restore", func(e *env, t *testing.T) { e.scenarioBackup(t, store) }},
+			{"g/one-provisioning-per-cluster", (*env).scenarioClusterMutex},
 		},
 	}
 	// Goroutines, not t.Parallel: that would run only GOMAXPROCS lanes at once (2 here),
