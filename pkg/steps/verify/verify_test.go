@@ -358,15 +358,17 @@ func TestRunWaitsForNodes(t *testing.T) {
 
 func TestRunFailsWithWhatIsMissing(t *testing.T) {
 	e := newEnv(t, node("master-1", "127.0.1.40", corev1.ConditionTrue, ""), pod("coredns-1", corev1.PodPending, "ImagePullBackOff"))
-	e.o.timeout = 400 * time.Millisecond
+	// The bound covers admin.conf's fetch over SSH too, which a loaded machine (make test
+	// runs two lanes) has taken more than 400 ms for.
+	e.o.timeout = 3 * time.Second
 	start := time.Now()
 	err := e.o.run(context.Background(), e.c)
-	want := "cluster not healthy after 400ms: node master-2 (127.0.1.41): not registered; node worker-1 (127.0.1.42): not registered; pod kube-system/coredns-1: Pending (ImagePullBackOff)"
+	want := "cluster not healthy after 3s: node master-2 (127.0.1.41): not registered; node worker-1 (127.0.1.42): not registered; pod kube-system/coredns-1: Pending (ImagePullBackOff)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("took %v with a 400ms timeout", took)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("took %v with a 3s timeout", took)
 	}
 	if _, ok := e.staged(t); ok {
 		t.Error("an unhealthy cluster's kubeconfig was staged")
@@ -403,9 +405,9 @@ func TestRunChecksNodeSetAndVersion(t *testing.T) {
 
 	t.Run("fails naming the nodes", func(t *testing.T) {
 		e := setUp(t, at("v1.32.5")...)
-		e.o.timeout = 400 * time.Millisecond
+		e.o.timeout = 3 * time.Second
 		err := e.o.run(context.Background(), e.c)
-		want := `cluster not healthy after 400ms: node master-1: kubelet "v1.32.5", want v1.32.8; node master-2: kubelet "v1.32.5", want v1.32.8; ` +
+		want := `cluster not healthy after 3s: node master-1: kubelet "v1.32.5", want v1.32.8; node master-2: kubelet "v1.32.5", want v1.32.8; ` +
 			`node worker-1: kubelet "v1.32.5", want v1.32.8`
 		if err == nil || err.Error() != want {
 			t.Errorf("got  %v\nwant %s", err, want)
