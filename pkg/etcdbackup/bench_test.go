@@ -25,13 +25,7 @@ const benchKeys = 100_000
 // the second (issue 30's target: <= 1.5), each timed whole (the scratch etcd's stop and
 // the removal of its dir included); the parts are per backup, in ms.
 func BenchmarkBackupOverEtcdctl(b *testing.B) {
-	rig.RequireTools(b, "etcdctl")
-	bin, err := rig.DefaultBinDir()
-	require.NoError(b, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	cli := liveEtcd(b)
-	fill(ctx, b, cli, benchKeys)
+	ctx, bin, cli := benchEtcd(b, "etcdctl")
 	url := cli.Endpoints()[0]
 	dir := b.TempDir()
 	var sum Timings
@@ -62,6 +56,20 @@ func BenchmarkBackupOverEtcdctl(b *testing.B) {
 	b.ReportMetric(ms(sum.Start), "start-ms")
 	b.ReportMetric(ms(sum.ReadBack), "readback-ms")
 	b.ReportMetric(float64(size)/(1<<20), "MiB")
+}
+
+// benchEtcd is a live etcd of benchKeys keys, the folder of the tools the benchmark runs
+// (tool among them), and a context that ends with b.
+func benchEtcd(b *testing.B, tool string) (context.Context, string, *clientv3.Client) {
+	b.Helper()
+	rig.RequireTools(b, tool)
+	bin, err := rig.DefaultBinDir()
+	require.NoError(b, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	b.Cleanup(cancel)
+	cli := liveEtcd(b)
+	fill(ctx, b, cli, benchKeys)
+	return ctx, bin, cli
 }
 
 func add(a, b Timings) Timings {
@@ -102,13 +110,7 @@ func fill(ctx context.Context, b *testing.B, cli *clientv3.Client, n int) {
 // proves the snapshot, etcd's stop and start on the member) are measured end to end in
 // test/e2e, not here.
 func BenchmarkRestoreOverCopy(b *testing.B) {
-	rig.RequireTools(b, "etcdutl")
-	bin, err := rig.DefaultBinDir()
-	require.NoError(b, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	cli := liveEtcd(b)
-	fill(ctx, b, cli, benchKeys)
+	ctx, bin, cli := benchEtcd(b, "etcdutl")
 	dir := b.TempDir()
 	snap := filepath.Join(dir, "snap.db")
 	res, err := Save(ctx, cli, snap)
