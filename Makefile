@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 export BPA_ARGO_UI_TARBALL
 # make demo and make test go on without Argo's web UI when it cannot be built (GitHub out of
 # reach and no BPA_ARGO_UI_TARBALL, or no Node.js >= 20), saying in one line why and what to
-# set; test/ui then fails with that line. make tools stops there instead.
+# set; e2e scenario u (the UI) then fails with that line. make tools stops there instead.
 demo test: export BPA_UI_OPTIONAL = 1
 
 .PHONY: all
@@ -46,12 +46,12 @@ deps: ## Install the Debian packages the demo and the tests need, when missing (
 	@hack/deps.sh --ui
 
 .PHONY: tools
-tools: ## Build the real test components (etcd, kube-apiserver, workflow-controller, Argo's UI, CLI and executor, the test node's kubelet, kube-proxy, kube-scheduler, kube-controller-manager, containerd, runc, CNI plugins) into bin/, once
+tools: ## Build the real test components (etcd, kube-apiserver, versitygw, workflow-controller, promtool, Argo's UI, CLI and executor, the test node's kubelet, kube-proxy, kube-scheduler, kube-controller-manager, containerd, runc, CNI plugins) into bin/, once
 	@hack/build-tools.sh
 
 # The suites that run on the test node (test/framework/node). A node takes the machine's
 # node lock: they run one at a time.
-NODE_SUITES := ./test/deploy ./test/e2e ./test/framework/node ./test/ui
+NODE_SUITES := ./test/deploy ./test/e2e ./test/framework/node ./test/soak
 MODULE := $(shell $(GO) list -m 2>/dev/null)
 
 .PHONY: test
@@ -63,9 +63,18 @@ test: deps tools verify-generated build ## Run every test (golangci-lint, unit, 
 	@# Two lanes, one per core: the suites on the test node (one node per machine) one after
 	@# another, and every other package beside them.
 	@# (The shell runs with -e: each lane's status is kept, not exited on, so both finish.)
-	@$(GO) test -p 1 -timeout 45m -count=1 $(NODE_SUITES) & node=$$!; \
-	rest=0; $(GO) test -p 1 -timeout 45m -count=1 $$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(NODE_SUITES:./%=%))) || rest=$$?; \
-	nrc=0; wait $$node || nrc=$$?; [ $$rest = 0 ] && [ $$nrc = 0 ]
+	@# Each lane's output is kept in bin/test-logs; on a failure the failed tests are named last.
+	@mkdir -p $(BIN)/test-logs; \
+	$(GO) test -p 1 -timeout 70m -count=1 $(NODE_SUITES) 2>&1 | tee $(BIN)/test-logs/node.log & node=$$!; \
+	rest=0; $(GO) test -p 1 -timeout 45m -count=1 $$($(GO) list ./... | grep -vxF $(addprefix -e $(MODULE)/,$(NODE_SUITES:./%=%))) 2>&1 | tee $(BIN)/test-logs/rest.log || rest=$$?; \
+	nrc=0; wait $$node || nrc=$$?; \
+	if [ $$rest != 0 ] || [ $$nrc != 0 ]; then hack/test-summary.sh $(BIN)/test-logs/node.log $(BIN)/test-logs/rest.log; exit 1; fi
+
+FAULTS ?= 100
+
+.PHONY: soak
+soak: deps tools ## The chaos soak (docs/soak.md): FAULTS faults (100) at seeded moments while a seeded workload runs on the real node; SEED=<n> replays a run (default: random, printed)
+	BPA_SOAK_FAULTS=$(FAULTS) $(if $(SEED),BPA_SOAK_SEED=$(SEED)) $(GO) test -count=1 -v -timeout $$(( $(FAULTS) + 40 ))m -run TestSoak ./test/soak
 
 .PHONY: lint
 lint: ## Run golangci-lint alone (pinned in hack/tools/golangci-lint; .golangci.yml); make test runs it too

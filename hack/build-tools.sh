@@ -6,9 +6,9 @@
 # and ctr), runc and the CNI plugins, into bin/.
 #
 #   hack/build-tools.sh                 # everything missing or out of date
-#   hack/build-tools.sh etcd argo-crds  # only these (names: etcd etcdctl etcdutl kube-apiserver
+#   hack/build-tools.sh etcd argo-crds  # only these (names: etcd etcdctl etcdutl versitygw kube-apiserver
 #                                       #   workflow-controller argo-ui argo argo-crds kustomize
-#                                       #   golangci-lint playwright argoexec kubelet kube-proxy
+#                                       #   golangci-lint promtool playwright argoexec kubelet kube-proxy
 #                                       #   kube-scheduler kube-controller-manager containerd
 #                                       #   runc cni-plugins)
 #
@@ -18,7 +18,9 @@
 # the pin (that is, on first use, after a version bump or a STAMP_REV bump).
 # Cold times on 2 cores, module cache filled: etcd 40 s, kube-apiserver 4 min,
 # workflow-controller 3 min, argo 1 min (it reuses the controller's packages),
-# kustomize 20 s (builds config/ in test/integration), golangci-lint 2 min (`make lint`), argo-ui 4 min (yarn install
+# kustomize 20 s (builds config/ in test/integration), versitygw 2 min (pkg/artifacts' S3 store),
+# golangci-lint 2 min (`make lint`), promtool 8 min (test/monitoring; on a machine busy with other
+# builds), argo-ui 4 min (yarn install
 # 1 min, webpack 2.3 min and 2.6 GB of memory; needs Node.js >= 20).
 # The node's, cold (an empty build cache, on a machine busy with other builds): kubelet
 # 6 min, then kube-controller-manager 2 min, kube-proxy, kube-scheduler and kube-apiserver
@@ -31,7 +33,7 @@
 #
 # Argo's web UI needs Node.js and one package from GitHub (see build_argo_ui). When it
 # cannot be built, one line says what failed and what to set, and is kept in
-# bin/argo-ui.unavailable (test/ui and the demo repeat it). The script then fails, unless
+# bin/argo-ui.unavailable (e2e scenario u and the demo repeat it). The script then fails, unless
 # BPA_UI_OPTIONAL is set (make demo and make test set it): then it goes on without the UI,
 # and builds the argo CLI with a page saying so where the UI would be.
 set -euo pipefail
@@ -103,6 +105,8 @@ build_etcd() { build_module_tool etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/
 build_etcdctl() { build_module_tool etcdctl go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdctl/v3 "20 s"; }
 # etcdutl, which the stand-in kubespray installs on the simulated etcd hosts (snapshot restore).
 build_etcdutl() { build_module_tool etcdutl go.etcd.io/etcd/etcdutl/v3 go.etcd.io/etcd/etcdutl/v3 "30 s"; }
+# versitygw, the real S3 server pkg/artifacts' S3 backup store is tested against (posix backend).
+build_versitygw() { build_module_tool versitygw github.com/versity/versitygw github.com/versity/versitygw/cmd/versitygw "2 min"; }
 
 # build_kube <tool> <estimate>: one of the Kubernetes binaries, all from hack/tools/kubernetes
 # (one module: they share most packages, so each after the first mostly links). Release
@@ -121,6 +125,8 @@ build_kube() {
 }
 build_kustomize() { build_module_tool kustomize sigs.k8s.io/kustomize/kustomize/v5 sigs.k8s.io/kustomize/kustomize/v5 "20 s"; }
 build_golangci_lint() { build_module_tool golangci-lint github.com/golangci/golangci-lint/v2 github.com/golangci/golangci-lint/v2/cmd/golangci-lint "2 min"; }
+# promtool checks and unit-tests config/prometheus's alerting rules (test/monitoring).
+build_promtool() { build_module_tool promtool github.com/prometheus/prometheus github.com/prometheus/prometheus/cmd/promtool "8 min"; }
 
 # Argo's release builds stamp their version in; without it the CLI and the
 # controller say v0.0.0 and `argo version` is useless in bug reports.
@@ -294,7 +300,7 @@ argo_ui() {
 }
 
 # playwright-core (no browser of its own: the UI test drives Debian's chromium),
-# from the npm registry, for test/ui.
+# from the npm registry, for e2e scenario u (the UI).
 PLAYWRIGHT_VERSION=1.65.1
 build_playwright() {
 	local v=$PLAYWRIGHT_VERSION
@@ -421,7 +427,7 @@ cni_plugin_bins() { # <version>
 	done
 }
 
-ALL_TOOLS=(etcd etcdctl etcdutl argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint playwright
+ALL_TOOLS=(etcd etcdctl etcdutl versitygw argo-crds kube-apiserver workflow-controller argo-ui argo kustomize golangci-lint promtool playwright
 	argoexec kubelet kube-proxy kube-scheduler kube-controller-manager containerd runc cni-plugins)
 want=("$@")
 [[ ${#want[@]} -gt 0 ]] || want=("${ALL_TOOLS[@]}")
@@ -437,6 +443,7 @@ for t in "${want[@]}"; do
 	etcd) build_etcd ;;
 	etcdctl) build_etcdctl ;;
 	etcdutl) build_etcdutl ;;
+	versitygw) build_versitygw ;;
 	kube-apiserver) build_kube kube-apiserver "4 min" ;;
 	kubelet) build_kube kubelet "6 min" ;;
 	kube-controller-manager) build_kube "$t" "2 min" ;;
@@ -452,6 +459,7 @@ for t in "${want[@]}"; do
 	argo-crds) copy_argo_crds ;;
 	kustomize) build_kustomize ;;
 	golangci-lint) build_golangci_lint ;;
+	promtool) build_promtool ;;
 	*)
 		echo "unknown tool $t (want: ${ALL_TOOLS[*]})" >&2
 		exit 2

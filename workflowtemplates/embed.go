@@ -19,6 +19,14 @@ const (
 	Software  = "bpa-software"
 )
 
+// InfraRetryExpression is the retryStrategy expression of the steps that are retried only
+// when the node lost them, never for what they said: Argo's Error (the pod or the executor
+// gone, or the executor's report refused while the apiserver restarts) or a container whose
+// state the runtime lost (containerd restarted under it). The chaos soak (docs/soak.md)
+// found both ending runs that nothing had failed. (run-kubespray has no retry: see its
+// template.)
+const InfraRetryExpression = `lastRetry.status == "Error" || lastRetry.message contains "Unknown (exit code 255)"`
+
 //go:embed *.yaml
 var files embed.FS
 

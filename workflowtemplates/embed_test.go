@@ -54,3 +54,36 @@ func TestStepsRunAsTheirOwnAccountsAndMountOnlyTheSSHKeys(t *testing.T) {
 		}
 	}
 }
+
+// Every step but run-kubespray is retried when the node lost it (retryPolicy Always lets
+// Error through, which Argo's default OnFailure does not): the idempotent ones on any
+// failure, with limits of their own, the others (the checks, restore and renewal) only on
+// what InfraRetryExpression names. run-kubespray has no retry: a Retry node would keep a
+// second copy of its inputs, past the 1,000-node Workflow's size bound (test/bench).
+func TestEveryStepSurvivesTheNodeLosingIt(t *testing.T) {
+	g, err := workflowtemplates.NewGetter()
+	require.NoError(t, err)
+	infra := 0
+	for name, wft := range g {
+		for _, tmpl := range wft.Spec.Templates {
+			if tmpl.Container == nil {
+				continue
+			}
+			where := name + "/" + tmpl.Name
+			rs := tmpl.RetryStrategy
+			if tmpl.Name == "run-kubespray" {
+				assert.Nil(t, rs, where)
+				continue
+			}
+			require.NotNil(t, rs, where)
+			assert.Equal(t, "Always", string(rs.RetryPolicy), where)
+			if tmpl.Name == "preflight" || tmpl.Name == "restore-etcd" || tmpl.Name == "renew-certificates" {
+				assert.Equal(t, workflowtemplates.InfraRetryExpression, rs.Expression, "%s: what the step said is never retried", where)
+			}
+			if rs.Expression == workflowtemplates.InfraRetryExpression {
+				infra++
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, infra, 7)
+}

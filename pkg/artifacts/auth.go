@@ -148,6 +148,22 @@ func quoteAll(names []string) []string {
 	return q
 }
 
+// allowPath authenticates r and asks whether its user may verb the nonResourceURL path
+// (RBAC's nonResourceURLs: /metrics). On refusal it has written the response (401 or 403)
+// and returns false.
+func (a *Auth) allowPath(w http.ResponseWriter, r *http.Request, verb, path string) bool {
+	u, ok := a.authenticate(w, r)
+	if !ok {
+		return false
+	}
+	decision, reason, err := a.Authz.Authorize(r.Context(), authorizer.AttributesRecord{User: u, Verb: verb, Path: path})
+	if err != nil || decision != authorizer.DecisionAllow {
+		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", u.GetName(), verb, path, reason), http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
 // authorize asks whether u may verb resource (of BPA's group) in namespace, or answers 403.
 func (a *Auth) authorize(w http.ResponseWriter, r *http.Request, u user.Info, verb, resource, namespace string) bool {
 	if allowed, reason := a.mayResource(r.Context(), u, verb, resource, namespace, ""); !allowed {

@@ -1,18 +1,13 @@
 package artifacts
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
+	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -107,39 +102,46 @@ func (s *Server) serveBackups(w http.ResponseWriter, r *http.Request, rest strin
 			BackupResource, bpav1.GroupVersion.Group, cluster, ns, reason), http.StatusForbidden)
 		return
 	}
-	dir := filepath.Join(s.opts.Dir, "backups", ns, cluster)
 	switch verb {
 	case "list":
-		list, err := listBackups(dir)
+		list, err := s.backups.List(r.Context(), ns, cluster)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+			backupError(w, err, "")
 			return
 		}
 		writeJSON(w, list)
 	case "get":
-		serveRegularFile(w, r, filepath.Join(dir, name))
+		s.getBackup(w, r, ns, cluster, name)
 	case "create":
-		s.putBackup(w, r, u, ns, cluster, dir, name)
+		s.putBackup(w, r, u, ns, cluster, name)
 	case "delete":
-		defer s.lock("backups/" + ns + "/" + cluster)()
-		// The snapshot first: metadata without a file is not listed.
-		if err := os.Remove(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
-			http.Error(w, "no such backup: "+name, http.StatusNotFound)
-			return
-		} else if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+		if err := s.backups.Delete(r.Context(), ns, cluster, name); err != nil {
+			backupError(w, err, name)
 			return
 		}
-		_ = os.Remove(filepath.Join(dir, name+metaSuffix))
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
-// putBackup stores one snapshot: the body is hashed as it is written to a temp file, which
-// is synced and linked into place only when its sha256 is the declared one. The upload runs
-// without the cluster's lock (a slow writer of gigabytes must not hold up any other); the
-// lock covers only the checks and the link, which never replaces a snapshot.
-func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, ns, cluster, dir, name string) {
+// getBackup downloads one snapshot (Range, If-Modified-Since), or answers 404.
+func (s *Server) getBackup(w http.ResponseWriter, r *http.Request, ns, cluster, name string) {
+	f, mod, err := s.backups.Open(r.Context(), ns, cluster, name)
+	if err != nil {
+		if errors.Is(err, ErrNoBackup) {
+			http.NotFound(w, r)
+		} else {
+			backupError(w, err, name)
+		}
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", mod, f)
+}
+
+// putBackup checks a write's headers and hands its body to the store, which keeps the
+// snapshot only when its sha256 is the declared one.
+func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, ns, cluster, name string) {
 	want := r.Header.Get(HeaderContentSHA256)
 	meta := r.Header.Get(HeaderBackupMeta)
 	switch {
@@ -153,133 +155,50 @@ func (s *Server) putBackup(w http.ResponseWriter, r *http.Request, u user.Info, 
 		http.Error(w, fmt.Sprintf("a backup needs a Content-Length of at most %d bytes", s.opts.MaxSize), http.StatusRequestEntityTooLarge)
 		return
 	}
-	// Refused early, before any byte is read; checked again under the lock.
-	if code, msg := admitBackup(dir, name); code != 0 {
-		http.Error(w, msg, code)
-		return
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
 	m := BackupMeta{Name: name, SHA256: want, UploadedBy: u.GetName(), UploadedAt: time.Now().UTC()}
 	if meta != "" {
 		m.Backup = json.RawMessage(meta)
 	}
-	tmp, err := receiveBackup(dir, io.LimitReader(r.Body, r.ContentLength), &m)
-	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrChecksum) || errors.Is(err, io.ErrUnexpectedEOF) {
-			code = http.StatusBadRequest
-		}
-		http.Error(w, err.Error(), code)
-		return
-	}
-	defer os.Remove(tmp)
-	unlock := s.lock("backups/" + ns + "/" + cluster)
-	defer unlock()
-	if code, msg := admitBackup(dir, name); code != 0 {
-		http.Error(w, msg, code)
-		return
-	}
-	if err := publishBackup(dir, name, tmp, &m); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	if err := s.backups.Put(r.Context(), ns, cluster, name, r.Body, r.ContentLength, &m); err != nil {
+		backupError(w, err, name)
 		return
 	}
 	w.WriteHeader(http.StatusCreated)
 	writeJSON(w, m)
 }
 
-// admitBackup refuses a name taken, or a cluster that holds the most snapshots the server
-// keeps: an HTTP status and message, or 0.
-func admitBackup(dir, name string) (int, string) {
-	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-		return http.StatusConflict, "backup " + name + " exists; snapshots are never replaced"
+// backupError answers a BackupStore's error about name (if any). The client reads what it
+// did wrong; a failure of the store itself (an S3 error naming the bucket, the endpoint or a
+// key, a disk error) goes to the server's log only.
+func backupError(w http.ResponseWriter, err error, name string) {
+	status := backupErrorStatus(err)
+	msg := err.Error()
+	if name != "" {
+		msg += ": " + name
 	}
-	list, err := listBackups(dir)
-	if err != nil {
-		return http.StatusInternalServerError, err.Error()
+	switch status {
+	case http.StatusInternalServerError:
+		slog.Error("backup store", "backup", name, "err", err)
+		msg = "the backup store failed; the server's log says why"
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "30")
 	}
-	if len(list) >= MaxBackupsPerCluster {
-		return http.StatusInsufficientStorage, fmt.Sprintf("this cluster holds %d backups, the most the server keeps; delete old ones first", len(list))
-	}
-	return 0, ""
+	http.Error(w, msg, status)
 }
 
-// receiveBackup writes body to a temp file in dir, synced, and returns its path once its
-// sha256 is m's; m.Size is set. On an error nothing is left.
-func receiveBackup(dir string, body io.Reader, m *BackupMeta) (_ string, err error) {
-	tmp, err := os.CreateTemp(dir, ".upload-*")
-	if err != nil {
-		return "", err
+// backupErrorStatus is the HTTP status of a BackupStore's error.
+func backupErrorStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrBackupStoreBusy):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrChecksum), errors.Is(err, io.ErrUnexpectedEOF):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrBackupExists):
+		return http.StatusConflict
+	case errors.Is(err, ErrBackupsFull):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, ErrNoBackup):
+		return http.StatusNotFound
 	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	h := sha256.New()
-	m.Size, err = io.Copy(io.MultiWriter(tmp, h), body)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != m.SHA256 {
-		return "", fmt.Errorf("%w: received %d bytes with sha256 %s, not the declared %s", ErrChecksum, m.Size, got, m.SHA256)
-	}
-	return tmp.Name(), nil
-}
-
-// publishBackup writes the metadata, then links the received file in as name: a link never
-// replaces a file, so even a writer that slipped past the checks cannot overwrite one.
-func publishBackup(dir, name, tmp string, m *BackupMeta) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+metaSuffix), b, 0o640); err != nil {
-		return err
-	}
-	return os.Link(tmp, filepath.Join(dir, name))
-}
-
-// listBackups lists a cluster's snapshots, oldest first.
-func listBackups(dir string) ([]BackupMeta, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return []BackupMeta{}, nil
-	} else if err != nil {
-		return nil, err
-	}
-	out := []BackupMeta{}
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), metaSuffix)
-		if !ok || !validBackupName(name) {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			continue // a crash between the two writes: not a backup
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		var m BackupMeta
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("metadata of backup %s: %w", name, err)
-		}
-		out = append(out, m)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].UploadedAt.Equal(out[j].UploadedAt) {
-			return out[i].UploadedAt.Before(out[j].UploadedAt)
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out, nil
+	return http.StatusInternalServerError
 }

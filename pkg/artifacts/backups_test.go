@@ -2,13 +2,19 @@ package artifacts_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -18,6 +24,7 @@ import (
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/artifacts"
 	"github.com/akraino-edge-stack/bpa/test/framework/artifactstest"
+	"github.com/akraino-edge-stack/bpa/test/framework/s3test"
 )
 
 // backupRole grants sa the backup step's rights on etcdbackups in the rig's namespace,
@@ -38,15 +45,73 @@ func backupRole(ctx context.Context, t *testing.T, e *env, sa string, clusters .
 // TestBackups: a snapshot is stored only with its declared sha256, listed with the writer's
 // record, never replaced, read back checked, deleted; and only in the namespace (and for
 // the clusters) the caller's RBAC names: a snapshot holds every Secret of its cluster.
+// The server keeps them on its disk.
 func TestBackups(t *testing.T) {
 	e := newEnv(t)
+	dir := t.TempDir()
+	backupBehaviours(t, e, backupStore{
+		options: artifacts.Options{Dir: dir},
+		raw: func(t *testing.T, ns, cluster string) []string {
+			entries, _ := os.ReadDir(filepath.Join(dir, "backups", ns, cluster))
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			return names
+		},
+		halfWritten: func(t *testing.T, ns, cluster, name string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "backups", ns, cluster, name), []byte("half"), 0o600))
+		},
+	})
+}
+
+// TestBackupsS3 runs the same behaviours with the snapshots in a real S3 service
+// (versitygw, over TLS from a CA of the test's), under a prefix.
+func TestBackupsS3(t *testing.T) {
+	e := newEnv(t)
+	gw := s3test.Start(t)
+	store, err := artifacts.NewS3Backups(context.Background(), gw.Options("site-a"))
+	require.NoError(t, err)
+	key := func(ns, cluster string) string { return "site-a/backups/" + ns + "/" + cluster + "/" }
+	backupBehaviours(t, e, backupStore{
+		options: artifacts.Options{Dir: t.TempDir(), Backups: store},
+		raw: func(t *testing.T, ns, cluster string) []string {
+			ctx := context.Background()
+			var names []string
+			for o := range gw.Client.ListObjects(ctx, s3test.Bucket, minio.ListObjectsOptions{Prefix: key(ns, cluster), Recursive: true}) {
+				require.NoError(t, o.Err)
+				names = append(names, strings.TrimPrefix(o.Key, key(ns, cluster)))
+			}
+			for u := range gw.Client.ListIncompleteUploads(ctx, s3test.Bucket, key(ns, cluster), true) {
+				require.NoError(t, u.Err)
+				names = append(names, "incomplete upload of "+u.Key)
+			}
+			return names
+		},
+		halfWritten: func(t *testing.T, ns, cluster, name string) {
+			_, err := gw.Client.PutObject(context.Background(), s3test.Bucket, key(ns, cluster)+name, strings.NewReader("half"), 4, minio.PutObjectOptions{})
+			require.NoError(t, err)
+		},
+	})
+}
+
+// backupStore is where a server of the table below keeps its snapshots.
+type backupStore struct {
+	options artifacts.Options
+	// raw lists what the store holds for a cluster: snapshots, records and any leftover.
+	raw func(t *testing.T, ns, cluster string) []string
+	// halfWritten stores a snapshot without its record, as a crash halfway would leave it.
+	halfWritten func(t *testing.T, ns, cluster, name string)
+}
+
+func backupBehaviours(t *testing.T, e *env, store backupStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	step := artifactstest.Token(ctx, t, e.rig, "backup-step", "")
 	backupRole(ctx, t, e, "backup-step", "c1")
 	// The uploader may write any artifact, and the anonymous may read every file: neither
 	// reaches a backup.
-	s := e.serve(t, t.TempDir(), "", true)
+	s := e.serveOpts(t, "", true, store.options)
 	c, _ := s.client(t, step)
 	ns := e.rig.Namespace
 	file, sum := randomFile(t, 300<<10)
@@ -73,8 +138,7 @@ func TestBackups(t *testing.T) {
 		list, err := c.ListBackups(ctx, ns, "c1")
 		require.NoError(t, err)
 		assert.Len(t, list, 1)
-		entries, _ := os.ReadDir(filepath.Join(s.dir, "backups", ns, "c1"))
-		assert.Len(t, entries, 2, "the snapshot and its record; no temp file left")
+		assert.ElementsMatch(t, []string{"snap-1.db", "snap-1.db.json"}, store.raw(t, ns, "c1"), "the snapshot and its record; nothing left of the bad one")
 	})
 	t.Run("a snapshot is never replaced", func(t *testing.T) {
 		other, otherSum := randomFile(t, 1000)
@@ -82,6 +146,25 @@ func TestBackups(t *testing.T) {
 		var se *artifacts.StatusError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, http.StatusConflict, se.Code)
+	})
+	t.Run("of two writers of one name, one wins whole", func(t *testing.T) {
+		files, sums := make([]string, 2), make([]string, 2)
+		for i := range files {
+			files[i], sums[i] = randomFile(t, 4<<20)
+		}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i := range files {
+			wg.Go(func() { _, errs[i] = c.PutBackup(ctx, ns, "c1", "snap-race.db", files[i], sums[i], nil) })
+		}
+		wg.Wait()
+		won := slices.IndexFunc(errs, func(err error) bool { return err == nil })
+		require.NotEqual(t, -1, won, "one of %v", errs)
+		var se *artifacts.StatusError
+		require.ErrorAs(t, errs[1-won], &se)
+		assert.Equal(t, http.StatusConflict, se.Code)
+		require.NoError(t, c.GetBackup(ctx, ns, "c1", "snap-race.db", filepath.Join(t.TempDir(), "back"), sums[won]))
+		require.NoError(t, c.RemoveBackup(ctx, ns, "c1", "snap-race.db"))
 	})
 	t.Run("nobody else reads, writes or lists it", func(t *testing.T) {
 		for who, token := range map[string]string{"anonymous": "", "an uploader of artifacts": e.uploader, "a stranger": e.stranger} {
@@ -100,6 +183,8 @@ func TestBackups(t *testing.T) {
 		require.ErrorContains(t, err, "Forbidden")
 		_, err = c.ListBackups(ctx, "other-tenant", "c1")
 		require.ErrorContains(t, err, "Forbidden")
+		code, _ := get(t, s.URL+artifacts.BackupPath("other-tenant", "c1", "snap-1.db"), step)
+		assert.Equal(t, http.StatusForbidden, code)
 	})
 	t.Run("paths outside the layout are refused", func(t *testing.T) {
 		for _, p := range []string{"/backups/" + ns + "/c1/.hidden", "/backups/" + ns + "/c1/a/b", "/backups/" + ns + "/C1/x", "/backups/../etc/x", "/backups/" + ns + "/c1", "/backups/" + ns + "/c1/snap-1.db.json"} {
@@ -120,13 +205,82 @@ func TestBackups(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, list, 1)
 	})
-	t.Run("a deleted snapshot is gone", func(t *testing.T) {
-		require.NoError(t, c.RemoveBackup(ctx, ns, "c1", "snap-1.db"))
+	t.Run("a half-written snapshot is never listed", func(t *testing.T) {
+		store.halfWritten(t, ns, "c1", "snap-half.db")
 		list, err := c.ListBackups(ctx, ns, "c1")
 		require.NoError(t, err)
-		assert.Empty(t, list)
-		var se *artifacts.StatusError
-		require.ErrorAs(t, c.RemoveBackup(ctx, ns, "c1", "snap-1.db"), &se)
-		assert.Equal(t, http.StatusNotFound, se.Code)
+		assert.Equal(t, []string{"snap-1.db"}, names(list))
 	})
+	t.Run("an upload cut short leaves nothing", func(t *testing.T) {
+		before := store.raw(t, ns, "c1")
+		// 96 MiB, cut after 72: the S3 store sends it in parts of 64 MiB, so a part was stored.
+		big, bigSum := randomFile(t, 96<<20)
+		code := cutShortPut(t, s.URL+artifacts.BackupPath(ns, "c1", "snap-cut.db"), step, big, bigSum)
+		assert.NotEqual(t, http.StatusCreated, code)
+		// The server may still be cleaning up after the client went.
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.ElementsMatch(c, before, store.raw(t, ns, "c1"))
+		}, 10*time.Second, 100*time.Millisecond)
+		time.Sleep(time.Second) // and nothing comes back
+		assert.ElementsMatch(t, before, store.raw(t, ns, "c1"))
+	})
+	t.Run("listed oldest first, pruned to keep", func(t *testing.T) {
+		for _, n := range []string{"snap-2.db", "snap-3.db", "snap-4.db"} {
+			time.Sleep(10 * time.Millisecond) // distinct upload times
+			_, err := c.PutBackup(ctx, ns, "c1", n, file, sum, nil)
+			require.NoError(t, err)
+		}
+		list, err := c.ListBackups(ctx, ns, "c1")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"snap-1.db", "snap-2.db", "snap-3.db", "snap-4.db"}, names(list))
+		// As backup-etcd prunes with keep 2: the oldest beyond it.
+		for _, m := range list[:len(list)-2] {
+			require.NoError(t, c.RemoveBackup(ctx, ns, "c1", m.Name))
+		}
+		list, err = c.ListBackups(ctx, ns, "c1")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"snap-3.db", "snap-4.db"}, names(list))
+		assert.ElementsMatch(t, []string{"snap-3.db", "snap-3.db.json", "snap-4.db", "snap-4.db.json", "snap-half.db"}, store.raw(t, ns, "c1"))
+	})
+	t.Run("a deleted snapshot is gone", func(t *testing.T) {
+		require.NoError(t, c.RemoveBackup(ctx, ns, "c1", "snap-3.db"))
+		list, err := c.ListBackups(ctx, ns, "c1")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"snap-4.db"}, names(list))
+		var se *artifacts.StatusError
+		require.ErrorAs(t, c.RemoveBackup(ctx, ns, "c1", "snap-3.db"), &se)
+		assert.Equal(t, http.StatusNotFound, se.Code)
+		code, _ := get(t, s.URL+artifacts.BackupPath(ns, "c1", "snap-3.db"), step)
+		assert.Equal(t, http.StatusNotFound, code)
+	})
+}
+
+func names(l []artifacts.BackupMeta) []string {
+	var out []string
+	for _, m := range l {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// cutShortPut sends a backup write declaring all of file but whose body fails halfway, as a
+// step killed during its upload would: the server sees its body end early.
+func cutShortPut(t *testing.T, url, token, file, sum string) int {
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	st, err := f.Stat()
+	require.NoError(t, err)
+	body := io.MultiReader(io.LimitReader(f, st.Size()*3/4), iotest.ErrReader(errors.New("the step was killed")))
+	req, err := http.NewRequest(http.MethodPut, url, body)
+	require.NoError(t, err)
+	req.ContentLength = st.Size()
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(artifacts.HeaderContentSHA256, sum)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0 // the client gave up on its own body
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

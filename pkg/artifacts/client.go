@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Client talks to a `bpa serve`. Its HTTP client carries the caller's credentials.
@@ -294,10 +295,22 @@ type StatusError struct {
 	Code         int
 	// Status and Message are the server's own words.
 	Status, Message string
+	// RetryAfter is the answer's Retry-After header, if any.
+	RetryAfter string
 }
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s %s: %s: %s", e.Method, e.Path, e.Status, e.Message)
+}
+
+// retryAfter is how long the server asked to wait (Retry-After in seconds), else def, at
+// most limit: a server's word does not hold a step for long.
+func (e *StatusError) retryAfter(def, limit time.Duration) time.Duration {
+	d := def
+	if n, err := strconv.Atoi(e.RetryAfter); err == nil && n >= 0 {
+		d = time.Duration(n) * time.Second
+	}
+	return min(d, limit)
 }
 
 // do sends req and fails unless the status is want, with the server's message (a
@@ -310,7 +323,8 @@ func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
 	if resp.StatusCode != want {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return resp, &StatusError{Method: req.Method, Path: req.URL.Path, Code: resp.StatusCode, Status: resp.Status, Message: strings.TrimSpace(string(msg))}
+		return resp, &StatusError{Method: req.Method, Path: req.URL.Path, Code: resp.StatusCode, Status: resp.Status, Message: strings.TrimSpace(string(msg)),
+			RetryAfter: resp.Header.Get("Retry-After")}
 	}
 	return resp, nil
 }
@@ -330,8 +344,24 @@ func (p *progressReader) Read(b []byte) (int, error) {
 
 // PutBackup stores the snapshot file as name under namespace/cluster on the server, with
 // meta (JSON, the writer's record of it) beside it. sum is the file's hex sha256, which the
-// server checks against what it received.
+// server checks against what it received. A server too busy for it now (503: an S3 store
+// takes a few large uploads at once) is asked again after its Retry-After, within ctx.
 func (c *Client) PutBackup(ctx context.Context, namespace, cluster, name, file, sum string, meta []byte) (*BackupMeta, error) {
+	for {
+		m, err := c.putBackup(ctx, namespace, cluster, name, file, sum, meta)
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code != http.StatusServiceUnavailable {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (and then: %w)", err, ctx.Err())
+		case <-time.After(se.retryAfter(30*time.Second, 2*time.Minute)):
+		}
+	}
+}
+
+func (c *Client) putBackup(ctx context.Context, namespace, cluster, name, file, sum string, meta []byte) (*BackupMeta, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,10 @@ type Options struct {
 	// IndexClient (index.go); empty records nothing.
 	Index       string
 	IndexClient client.Client
+
+	// Backups keeps the etcd snapshots of /backups/ (backups.go); nil keeps them under
+	// Dir/backups. NewS3Backups makes one that keeps them in an S3 bucket.
+	Backups BackupStore
 }
 
 // DefaultUploadTTL keeps an interrupted upload resumable for a week.
@@ -95,7 +99,9 @@ type Server struct {
 	registry http.Handler
 	uploads  string
 	apt      *aptRepo // nil without a signing key
+	backups  BackupStore
 	quota    *quota
+	metrics  *serverMetrics
 	// publishing serializes the check-then-write of one file path or image tag (by a
 	// hash of it), so two writers of one path cannot interleave.
 	publishing [64]sync.Mutex
@@ -156,7 +162,10 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if opts.UploadTTL == 0 {
 		opts.UploadTTL = DefaultUploadTTL
 	}
-	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads"), indexDirty: make(chan struct{}, 1)}
+	s := &Server{opts: opts, uploads: filepath.Join(opts.Dir, "uploads"), indexDirty: make(chan struct{}, 1), backups: opts.Backups}
+	if s.backups == nil {
+		s.backups = &diskBackups{dir: filepath.Join(opts.Dir, "backups"), lock: s.lock}
+	}
 	if opts.Index != "" && (opts.AptSigningKey == "" || opts.IndexClient == nil) {
 		return nil, errors.New("artifacts: Options.Index records the apt repository: it needs AptSigningKey and IndexClient")
 	}
@@ -177,6 +186,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.quota.hooks = s.hooks
+	s.metrics = newServerMetrics(s.quota, s.dispatch)
 	composer := tus.NewStoreComposer()
 	composer.UseCore(quotaStore{hashingStore{filestore.New(s.uploads)}, s.quota})
 	memorylocker.New().UseIn(composer)
@@ -257,21 +267,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "encoded slashes are not allowed in paths", http.StatusBadRequest)
 		return
 	}
+	s.metrics.handlers[routeOf(r.URL.Path)].ServeHTTP(w, r)
+}
+
+// dispatch answers a request of a route class (routeOf).
+func (s *Server) dispatch(route string, w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
-	switch {
-	case p == "/healthz":
+	switch route {
+	case routeHealthz:
 		_, _ = io.WriteString(w, "ok\n")
-	case strings.HasPrefix(p, "/v2/") || p == "/v2":
+	case routeMetrics:
+		s.serveMetrics(w, r)
+	case routeRegistry:
 		s.serveRegistry(w, r)
-	case strings.HasPrefix(p, "/apt/"):
+	case routeApt:
 		s.serveApt(w, r, strings.TrimPrefix(p, "/apt/"))
-	case strings.HasPrefix(p, "/files/"):
+	case routeFiles:
 		s.serveFiles(w, r, strings.TrimPrefix(p, "/files/"))
-	case p == "/api/v1/files" || strings.HasPrefix(p, "/api/v1/files/"):
+	case routeMeta:
 		s.serveMeta(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/api/v1/files"), "/"))
-	case strings.HasPrefix(p, "/backups/"):
+	case routeBackups:
 		s.serveBackups(w, r, strings.TrimPrefix(p, "/backups/"))
-	case strings.HasPrefix(p, "/api/v1/status/"):
+	case routeStatus:
 		s.serveStatus(w, r, strings.TrimPrefix(p, "/api/v1/status/"))
 	default:
 		http.NotFound(w, r)

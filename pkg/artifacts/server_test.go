@@ -437,6 +437,7 @@ func TestArtifactServer(t *testing.T) {
 	t.Run("concurrent uploads of one path publish one upload's bytes with its own record", func(t *testing.T) { testPublishLock(t, e) })
 	t.Run("quotas per uploader and in total", func(t *testing.T) { testQuotas(t, e) })
 	t.Run("quotas admit as many concurrent uploads as fit", func(t *testing.T) { testQuotaRaces(t, e) })
+	t.Run("metrics need the reader role and count requests, uploads and storage", func(t *testing.T) { testMetrics(t, e) })
 
 	t.Run("bad input is refused", func(t *testing.T) {
 		s := e.serve(t, t.TempDir(), "", false)

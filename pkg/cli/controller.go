@@ -66,7 +66,8 @@ func init() {
 		}
 		f := cmd.Flags()
 		f.StringVar(&namespaces, "namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to watch (default: the one of -n, else $WATCH_NAMESPACES, else all; the WorkflowTemplates are applied into each)")
-		f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "metrics listen address; 0 disables")
+		f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", "metrics listen address; 0 disables")
+		f.BoolVar(&opts.MetricsInsecure, "metrics-insecure", false, "serve metrics over plain HTTP without authentication (default: HTTPS, for a token that may get /metrics: the bpa-metrics-reader ClusterRole)")
 		f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health and readiness probe listen address; 0 disables")
 		f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active replica")
 		f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease")

@@ -308,7 +308,7 @@ func printPlan(w io.Writer, change *translator.ChangePlan, plan []translator.Pla
 		}
 		if step.Removes {
 			if step.AllowUngraceful {
-				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it (spec.nodeRemoval.allowUngraceful)")
+				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time is removed first, without draining or resetting it (spec.nodeRemoval.allowUngraceful, or a replacement by graded remediation)")
 			} else {
 				fmt.Fprintln(w, "## a node that cannot be reached over SSH at run time stops the step (NodeUnreachable) before anything runs")
 			}

@@ -10,10 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/net/netutil"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +33,7 @@ func init() {
 		var listen, certFile, keyFile, audience string
 		var anonymousReads, plainHTTP bool
 		var limits serveLimits
+		var s3 artifacts.S3BackupOptions
 		cmd := &cobra.Command{
 			Use:   "serve",
 			Short: "Run the site's artifact server: files (tus uploads, kubespray's offline layout), container images (/v2/) and installation status",
@@ -51,6 +56,9 @@ func init() {
 				if (certFile == "") != (keyFile == "") || (certFile == "" && !plainHTTP) {
 					return errors.New("--tls-cert-file and --tls-private-key-file are both required (or --plain-http, for a test bench only)")
 				}
+				if s3.Endpoint == "" && s3 != (artifacts.S3BackupOptions{}) {
+					return errors.New("the --backup-s3-* flags need --backup-s3-endpoint")
+				}
 				ctx, stop := signalContext(cmd)
 				defer stop()
 				cfg, err := k.restConfig()
@@ -70,6 +78,11 @@ func init() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: no apt repository, so nothing to record in ArtifactIndex %s\n", opts.Index)
 					opts.Index = ""
 				}
+				if s3.Endpoint != "" {
+					if opts.Backups, err = artifacts.NewS3Backups(ctx, s3); err != nil {
+						return err
+					}
+				}
 				h, err := artifacts.NewServer(ctx, opts)
 				if err != nil {
 					return err
@@ -81,7 +94,7 @@ func init() {
 					defer cancel()
 					_ = srv.Shutdown(shutdown)
 				}()
-				fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: listening on %s, store %s\n", listen, opts.Dir)
+				fmt.Fprintf(cmd.ErrOrStderr(), "bpa serve: listening on %s, store %s, etcd backups %s\n", listen, opts.Dir, backupsWhere(opts.Dir, s3))
 				l, err := net.Listen("tcp", listen)
 				if err != nil {
 					return err
@@ -117,8 +130,31 @@ func init() {
 		f.DurationVar(&opts.UploadTTL, "upload-ttl", artifacts.DefaultUploadTTL, "how long an interrupted upload stays resumable after its last byte")
 		f.Var(bytesFlag{&opts.QuotaTotal}, "quota-total", "bytes the store may hold in all: published files, uploads in progress (at their declared length), the registry (a Kubernetes quantity: 90Gi); 0 is unlimited. Set it below the volume's size: an upload that would pass it is refused at its start with 507, a full volume fails uploads halfway")
 		f.Var(bytesFlag{&opts.QuotaPerUploader}, "quota-per-uploader", "bytes one uploader's files, uploads in progress and registry blobs may hold (a quantity: 20Gi); 0 is unlimited")
+		backupS3Flags(f, &s3)
 		return cmd
 	})
+}
+
+// backupS3Flags are the S3 bucket the admin keeps /backups/ in instead of --dir. The keys
+// are files (a Secret mounted read-only), never flags or environment values a Pod spec would
+// show in clear.
+func backupS3Flags(f *pflag.FlagSet, o *artifacts.S3BackupOptions) {
+	f.StringVar(&o.Endpoint, "backup-s3-endpoint", "", "keep the etcd snapshots of /backups/ in this S3-compatible service (https://host[:port]) instead of --dir; steps still talk to this server, which alone holds the keys")
+	f.StringVar(&o.Bucket, "backup-s3-bucket", "", "the bucket (it must exist)")
+	f.StringVar(&o.Prefix, "backup-s3-prefix", "", "put before every key: <prefix>/backups/<namespace>/<cluster>/<name>")
+	f.StringVar(&o.Region, "backup-s3-region", "", "the bucket's region (default: asked of the service)")
+	f.BoolVar(&o.PathStyle, "backup-s3-path-style", false, "address the bucket in the path (https://host/bucket/key), as most on-site services need, not as a host name")
+	f.StringVar(&o.CAFile, "backup-s3-ca-file", "", "PEM bundle of the CAs the service's certificate is checked against (default: the system's); read at start")
+	f.StringVar(&o.AccessKeyFile, "backup-s3-access-key-id-file", "", "file holding the access key id (a mounted Secret); read for each request, so a rotated Secret takes effect")
+	f.StringVar(&o.SecretKeyFile, "backup-s3-secret-access-key-file", "", "file holding the secret access key (a mounted Secret)")
+}
+
+// backupsWhere says where the snapshots go, for the start-up line.
+func backupsWhere(dir string, s3 artifacts.S3BackupOptions) string {
+	if s3.Endpoint == "" {
+		return filepath.Join(dir, "backups")
+	}
+	return s3.Endpoint + ", bucket " + path.Join(s3.Bucket, strings.Trim(s3.Prefix, "/"), "backups")
 }
 
 // aptSigningKey is the --apt-signing-key file to sign /apt/ with, or "" (the repository off)

@@ -84,3 +84,19 @@ func TestBytesFlag(t *testing.T) {
 	n := int64(90 << 30)
 	assert.Equal(t, "90Gi", bytesFlag{&n}.String())
 }
+
+// An S3 option without --backup-s3-endpoint is a mistake, not a reason to keep the
+// snapshots on the volume quietly: bpa serve does not start.
+func TestServeBackupS3Flags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--backup-s3-bucket=b"},
+		{"--backup-s3-path-style"},
+		{"--backup-s3-secret-access-key-file=/etc/s3/secret"},
+	} {
+		cmd := NewRootCommand()
+		cmd.SetArgs(append([]string{"serve", "--plain-http"}, args...))
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		assert.ErrorContains(t, cmd.Execute(), "need --backup-s3-endpoint", args)
+	}
+}

@@ -9,8 +9,6 @@ import (
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,28 +33,14 @@ type backupScheduler struct {
 	client.Client
 	Recorder record.EventRecorder
 	Options  translator.Options
-	now      func() time.Time
+	now      clock
 }
 
 // maxMissedSlots bounds a walk to the newest time a schedule missed (see lastSlot).
 const maxMissedSlots = 100000
 
 func (r *backupScheduler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &bpav1.Provisioning{}
-	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !p.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	before := p.DeepCopy()
-	res, err := r.reconcile(ctx, p)
-	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
-		if uerr := r.Status().Update(ctx, p); uerr != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(uerr) // a conflict: the retry sees the truth
-		}
-	}
-	return res, err
+	return reconcileStatus(ctx, r.Client, req, r.reconcile)
 }
 
 func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) (ctrl.Result, error) {
@@ -75,7 +59,7 @@ func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) 
 		return ctrl.Result{}, nil // nothing to retry until the spec changes
 	}
 	sched, _ := cron.ParseStandard(b.Schedule)
-	now := r.clock()
+	now := r.now.time()
 	slot, due := lastSlot(sched, p, now)
 	next := ctrl.Result{RequeueAfter: sched.Next(now).Sub(now) + time.Second}
 	if !due || running {
@@ -94,17 +78,7 @@ func (r *backupScheduler) reconcile(ctx context.Context, p *bpav1.Provisioning) 
 	} else if err != nil {
 		return next, err
 	}
-	if err := r.Create(ctx, wf); apierrors.IsAlreadyExists(err) {
-		// This time's, made before a crash lost the status write; unless another CR of the
-		// same name (deleted and made again) made it.
-		existing := &wfv1.Workflow{}
-		if err := r.Get(ctx, client.ObjectKeyFromObject(wf), existing); err != nil {
-			return ctrl.Result{}, err
-		}
-		if !metav1.IsControlledBy(existing, p) {
-			return ctrl.Result{}, fmt.Errorf("Workflow %s exists and is not this Provisioning's", wf.Name)
-		}
-	} else if err != nil {
+	if err := createOwned(ctx, r.Client, p, wf); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(p, corev1.EventTypeNormal, bpav1.EventBackupStarted, "etcd snapshot for %s (spec.etcdBackup.schedule %q): Workflow %s", slot.UTC().Format(time.RFC3339), b.Schedule, wf.Name)
@@ -174,13 +148,6 @@ func walkSlots(sched cron.Schedule, from, now time.Time) (time.Time, bool) {
 		slot = t
 	}
 	return slot, !slot.IsZero()
-}
-
-func (r *backupScheduler) clock() time.Time {
-	if r.now != nil {
-		return r.now()
-	}
-	return time.Now()
 }
 
 // SetupBackupSchedule registers the scheduler of etcd snapshots.

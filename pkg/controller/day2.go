@@ -67,6 +67,7 @@ func observePlan(p *bpav1.Provisioning, wf *wfv1.Workflow, o observe.Observation
 				Result: st.Phase, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt})
 		}
 	}
+	dropReplaced(p)
 	if o.Phase == bpav1.PhaseSucceeded && p.Status.Applied != nil {
 		// Every step succeeded: the cluster is what the plan aimed at.
 		a := p.Status.Applied
@@ -163,7 +164,8 @@ func recordOperation(p *bpav1.Provisioning, r bpav1.OperationRecord) {
 	p.Status.Operations = ops
 }
 
-// reportOperations emits an event for each operation that finished since before.
+// reportOperations emits an event, and observes the duration, of each operation that
+// finished since before.
 func reportOperations(rec record.EventRecorder, p *bpav1.Provisioning, before []bpav1.OperationRecord) {
 	for _, r := range p.Status.Operations {
 		if !isTerminalStep(r.Result) {
@@ -172,6 +174,7 @@ func reportOperations(rec record.EventRecorder, p *bpav1.Provisioning, before []
 		if i := slices.IndexFunc(before, func(x bpav1.OperationRecord) bool { return x.Workflow == r.Workflow && x.Name == r.Name }); i >= 0 && before[i].Result == r.Result {
 			continue
 		}
+		observeOperation("Provisioning", translator.StepBase(r.Name), r.Result, r.StartedAt, r.FinishedAt)
 		eventType, reason := corev1.EventTypeNormal, "Operation"+r.Result
 		if r.Result != string(wfv1.NodeSucceeded) {
 			eventType = corev1.EventTypeWarning
@@ -230,7 +233,7 @@ func releaseRemoved(ctx context.Context, c client.Client, reader client.Reader, 
 		if keep[h.Name] || h.Spec.ConsumerRef == nil || h.Spec.ConsumerRef.UID != p.UID {
 			continue
 		}
-		if err := releaseHost(ctx, c, h, p, pol.HostRelease()); err != nil {
+		if err := releaseHost(ctx, c, h, p, pol.HostRelease(), unhealthyMark(p, h.Name)); err != nil {
 			return err
 		}
 	}

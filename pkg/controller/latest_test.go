@@ -266,3 +266,26 @@ func TestLatestNeedsTheIndexThePolicyNames(t *testing.T) {
 	require.Len(t, s.workflows(), 1)
 	assert.Equal(t, "htop=3.2.2-3", parameters(s.workflows()[0])["latest"])
 }
+
+// A cluster deleted and built again on the same addresses is a new node set: its Software
+// runs again (its hosts were deprovisioned), and the old cluster's Workflow, which may still
+// exist under the old revision's name, is not taken for the new one's run. The chaos soak
+// found a Software left as it was after a delete and re-create.
+func TestSoftwareRunsAgainOnARebuiltCluster(t *testing.T) {
+	s := newLatestSite(t, "site")
+	s.reconcile()
+	first := s.workflows()[0].Name
+	s.finish(first, map[string]string{"m1": firstHtop, "w1": firstHtop, "w2": firstHtop})
+	s.reconcile()
+	require.Len(t, s.workflows(), 1)
+
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, s.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "c1-configmap"}, cm))
+	cm.OwnerReferences[0].UID = "uid-p-rebuilt" // published again by the new Provisioning
+	require.NoError(t, s.c.Update(context.Background(), cm))
+	sw := s.reconcile()
+	wfs := s.workflows()
+	require.Len(t, wfs, 2, "the rebuilt cluster gets a run of its own")
+	assert.NotEqual(t, first, wfs[1].Name)
+	assert.Equal(t, wfs[1].Name, sw.Status.Workflow.Name)
+}

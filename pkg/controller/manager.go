@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -38,6 +39,11 @@ type Options struct {
 	// MetricsAddr and ProbeAddr are listen addresses; "0" disables the server.
 	MetricsAddr string
 	ProbeAddr   string
+	// MetricsInsecure serves metrics over plain HTTP to anyone who reaches the port, as
+	// controller-runtime does by default. BPA's default is HTTPS, and only for a bearer token
+	// the apiserver accepts (TokenReview) that may get the nonResourceURL /metrics
+	// (SubjectAccessReview): the bpa-metrics-reader ClusterRole.
+	MetricsInsecure bool
 	// LeaderElection makes replicas elect one active controller.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -130,11 +136,15 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.Limit = pageSize
-			// The watch cache answers resourceVersion "0" in one piece whatever the limit;
-			// "" asks for a consistent, paginated list instead.
-			if opts.ResourceVersion == "0" {
-				opts.ResourceVersion = ""
-			}
+			// Always "", a consistent list of the newest state, paginated. The watch cache
+			// answers "0" in one piece whatever the limit. And a relist asks for the last
+			// resourceVersion the informer saw: with a limit, the apiserver reads exactly
+			// that revision from etcd, the state of then, and the watch from it, which a
+			// restarted apiserver's fresh watch cache no longer holds, fails as too old;
+			// the informer relisted the same old state until etcd compacted it (minutes):
+			// it saw no Workflow change meanwhile (found by the chaos soak, a kill -9 of
+			// the apiserver). The newest state is never older than what it asks for.
+			opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 			var all *wfv1.WorkflowList
 			for {
 				obj, err := lw.ListWithContext(ctx, opts)
@@ -169,11 +179,23 @@ func pagedTrimmingListWatch(lw toolscache.ListerWatcherWithContext, pageSize int
 // of an ad-hoc run (observe.AdHocPlan).
 var observedSteps = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, translator.RequestSteps, []string{translator.AdHocPlanTask}) {
+	for _, s := range slices.Concat(translator.ProvisioningSteps, translator.PlanSteps, translator.SoftwareSteps, translator.RequestSteps, translator.DriftSteps, translator.RestartSteps, translator.RebootSteps, []string{translator.AdHocPlanTask}) {
 		m[s] = true
 	}
 	return m
 }()
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serve the metrics the kubebuilder-v4 way: HTTPS (a self-signed certificate
+// unless one is given), and the apiserver's delegated authentication and authorization.
+func metricsOptions(opts Options) metricsserver.Options {
+	if opts.MetricsInsecure {
+		return metricsserver.Options{BindAddress: opts.MetricsAddr}
+	}
+	return metricsserver.Options{BindAddress: opts.MetricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+}
 
 // NewManager builds the manager with BPA's reconcilers registered.
 func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
@@ -206,7 +228,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "bpa-controller.bpa.akraino.org",
@@ -250,12 +272,21 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := SetupRequests(mgr, opts.Translator); err != nil {
 			return nil, fmt.Errorf("requested operations: %w", err)
 		}
+		if err := SetupDriftCheck(mgr, opts.Translator); err != nil {
+			return nil, fmt.Errorf("drift check: %w", err)
+		}
+		if err := SetupRemediation(mgr, opts.Translator, NodeReaderSource(mgr.GetAPIReader())); err != nil {
+			return nil, fmt.Errorf("remediation: %w", err)
+		}
 	}
 	if err := SetupSoftware(mgr, opts.Translator, argo); err != nil {
 		return nil, fmt.Errorf("software controller: %w", err)
 	}
 	if err := SetupCluster(mgr); err != nil {
 		return nil, fmt.Errorf("cluster controller: %w", err)
+	}
+	if err := registerStatusMetrics(mgr); err != nil {
+		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

@@ -61,6 +61,15 @@ func TestWorkflowListIsPagedAndTrimmedPageByPage(t *testing.T) {
 	assert.Equal(t, "101", list.ResourceVersion, "a paged list is the first page's snapshot")
 	assert.Empty(t, list.Continue)
 	require.Len(t, list.Items, 7)
+
+	// A relist names the last resourceVersion seen: asked with a limit, the apiserver would
+	// read exactly that revision (the old state), and a restarted apiserver's watch cache
+	// would refuse the watch from it (test/integration's TestMirrorAfterAPIServerRestart).
+	l.calls = nil
+	_, err = lw.ListWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "615", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	require.NoError(t, err)
+	assert.Empty(t, l.calls[0].ResourceVersion, "a relist reads the newest state")
+	assert.Empty(t, l.calls[0].ResourceVersionMatch)
 	for i, wf := range list.Items {
 		assert.Equal(t, fmt.Sprintf("wf-%d", i), wf.Name)
 		assert.ElementsMatch(t, []string{"d", "r", "i", "k"}, keys(wf.Status.Nodes), "trimmed as its page arrived")

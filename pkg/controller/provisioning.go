@@ -79,8 +79,9 @@ func SetupProvisioning(mgr ctrl.Manager, opts translator.Options, argo bool) err
 		return admitProvisioning(ctx, r.Client, r.Reader, obj.(*bpav1.Provisioning), cluster)
 	}
 	r.kind.reset = r.resetBeforeRelease
+	withReplacements(&r.kind)
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})))
+		For(&bpav1.Provisioning{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, replacementChanged)))
 	if argo { // see argo.go
 		b = b.Watches(&wfv1.Workflow{}, handler.EnqueueRequestsFromMapFunc(byLabel(bpav1.ProvisioningNameLabel)), builder.WithPredicates(notCreatedByUs))
 	}
@@ -298,7 +299,7 @@ func releaseHosts(ctx context.Context, c client.Client, reader client.Reader, p 
 		if !mine {
 			continue
 		}
-		if err := releaseHost(ctx, c, h, p, pol.HostRelease()); err != nil {
+		if err := releaseHost(ctx, c, h, p, pol.HostRelease(), unhealthyMark(p, h.Name)); err != nil {
 			return err
 		}
 	}
@@ -333,7 +334,11 @@ func claimedHosts(ctx context.Context, reader client.Reader, p *bpav1.Provisioni
 // cleans it: no other tenant's Provisioning claims it before that has finished
 // (hostmatch.Unfit), and a Metal3Machine's provider waits for available. The optimistic
 // lock spares a host re-claimed since it was listed. Power and BMC fields are left alone.
-func releaseHost(ctx context.Context, c client.Client, h *metal3v1.BareMetalHost, p *bpav1.Provisioning, how bpav1.HostReleasePolicy) error {
+//
+// unhealthy, when set, marks the host bpav1.HostUnhealthyAnnotation in the same write: a
+// host graded remediation replaced is never claimed again, by anyone, before an admin has
+// looked at it, whatever the release policy leaves on its disk.
+func releaseHost(ctx context.Context, c client.Client, h *metal3v1.BareMetalHost, p *bpav1.Provisioning, how bpav1.HostReleasePolicy, unhealthy string) error {
 	patch := client.MergeFromWithOptions(h.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	delete(h.Labels, bpav1.HostClaimLabel)
 	h.Spec.ConsumerRef = nil
@@ -342,6 +347,9 @@ func releaseHost(ctx context.Context, c client.Client, h *metal3v1.BareMetalHost
 	}
 	h.Annotations[bpav1.HostReleasedFromAnnotation] = p.Namespace + "/" + p.Name
 	h.Annotations[bpav1.HostReleasedAtAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	if unhealthy != "" {
+		h.Annotations[bpav1.HostUnhealthyAnnotation] = unhealthy
+	}
 	if how != bpav1.HostReleaseRetain {
 		h.Spec.Image, h.Spec.CustomDeploy = nil, nil
 		h.Spec.UserData, h.Spec.MetaData, h.Spec.NetworkData = nil, nil, nil

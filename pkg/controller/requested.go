@@ -10,7 +10,6 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -59,21 +58,21 @@ type requestReconciler struct {
 }
 
 func (r *requestReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &bpav1.Provisioning{}
-	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	return reconcileStatus(ctx, r.Client, req, func(ctx context.Context, p *bpav1.Provisioning) (ctrl.Result, error) {
+		return ctrl.Result{}, r.reconcile(ctx, p)
+	}, r.reportFinished)
+}
+
+// reportFinished observes the duration of a request whose end has just been written.
+func (r *requestReconciler) reportFinished(before, after *bpav1.Provisioning) {
+	st := r.kind.status(after, false)
+	if st == nil || st.Phase == bpav1.RequestRunning || st.FinishedAt == nil {
+		return
 	}
-	if !p.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if old := r.kind.status(before, false); old != nil && old.Phase == st.Phase && old.FinishedAt.Equal(st.FinishedAt) {
+		return
 	}
-	before := p.DeepCopy()
-	err := r.reconcile(ctx, p)
-	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
-		if uerr := r.Status().Update(ctx, p); uerr != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(uerr) // a conflict: the retry sees the truth
-		}
-	}
-	return ctrl.Result{}, err
+	observeOperation("Provisioning", r.kind.name, string(st.Phase), st.StartedAt, st.FinishedAt)
 }
 
 func (r *requestReconciler) reconcile(ctx context.Context, p *bpav1.Provisioning) error {
@@ -106,17 +105,7 @@ func (r *requestReconciler) reconcile(ctx context.Context, p *bpav1.Provisioning
 		r.Recorder.Event(p, corev1.EventTypeWarning, r.kind.failed, st.Message)
 		return nil
 	}
-	if err := r.Create(ctx, wf); apierrors.IsAlreadyExists(err) {
-		// This request's, made before a crash lost the status write; unless another CR of
-		// the same name (deleted and made again) made it.
-		existing := &wfv1.Workflow{}
-		if err := r.Get(ctx, client.ObjectKeyFromObject(wf), existing); err != nil {
-			return err
-		}
-		if !metav1.IsControlledBy(existing, p) {
-			return fmt.Errorf("Workflow %s exists and is not this Provisioning's", wf.Name)
-		}
-	} else if err != nil {
+	if err := createOwned(ctx, r.Client, p, wf); err != nil {
 		return err
 	}
 	now := metav1.Now()

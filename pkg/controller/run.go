@@ -69,6 +69,9 @@ type runKind struct {
 	// settle acts on what a mirrored run achieved (a Provisioning releases the hosts its
 	// removals freed).
 	settle func(ctx context.Context, obj runObject, cluster string) error
+	// operation names a run of the kind in bpa_operation_duration_seconds, when the run is
+	// one operation (Software); a Provisioning's plan steps are its operations (reportOperations).
+	operation string
 	// report emits the kind's own events for what changed since before.
 	report func(obj, before runObject)
 	// timed updates what the status says that changes with time alone (a Provisioning's
@@ -164,6 +167,9 @@ func (r *runReconciler) reportTransition(obj runObject, before, after *bpav1.Run
 		if after.StartedAt != nil && after.FinishedAt != nil {
 			runDuration.WithLabelValues(r.kind.kind, string(after.Phase)).Observe(after.FinishedAt.Sub(after.StartedAt.Time).Seconds())
 		}
+		if r.kind.operation != "" {
+			observeOperation(r.kind.kind, r.kind.operation, string(after.Phase), after.StartedAt, after.FinishedAt)
+		}
 		eventType := corev1.EventTypeNormal
 		if after.Phase != bpav1.PhaseSucceeded {
 			eventType = corev1.EventTypeWarning
@@ -222,8 +228,15 @@ func (r *runReconciler) reconcileRun(ctx context.Context, obj runObject, res *ct
 	if needRun && current != nil && st.Workflow != nil {
 		// Fold in what the last run did before planning the next: a run that ended while
 		// the controller was down, or while a newer generation waited, must count, or the
-		// next plan would redo its work.
+		// next plan would redo its work. And settle it (release the hosts it freed) before
+		// the next starts: a replacement's next run must not find its dead host still
+		// claimed, unmarked.
 		r.mirror(obj, cluster, current)
+		if r.kind.settle != nil {
+			if err := r.kind.settle(ctx, obj, cluster); err != nil {
+				return err
+			}
+		}
 	}
 	if needRun {
 		started, err := r.startRun(ctx, obj, cluster, wfs, revision, rerun, res)

@@ -65,6 +65,7 @@ func newTestReconcilerWith(funcs interceptor.Funcs, objs ...client.Object) (*run
 	r.kind.admit = func(ctx context.Context, obj runObject, cluster string) (*policy.Refusal, error) {
 		return admitProvisioning(ctx, c, c, obj.(*bpav1.Provisioning), cluster)
 	}
+	withReplacements(&r.kind)
 	return r, c, rec
 }
 

@@ -11,6 +11,7 @@ import (
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -65,6 +66,7 @@ func softwareKind(c client.Client, secrets client.Reader) runKind {
 	return runKind{
 		kind:      "Software",
 		nameLabel: bpav1.SoftwareNameLabel,
+		operation: "install-software",
 		steps:     translator.SoftwareSteps,
 		newObject: func() runObject { return &bpav1.Software{} },
 		translate: func(ctx context.Context, obj runObject, o translator.Options) (*wfv1.Workflow, error) {
@@ -165,7 +167,10 @@ func provisioningSucceeded(ctx context.Context, c client.Client, ns, cluster str
 }
 
 // nodesRevision hashes the cluster's node addresses from <cluster>-configmap, so a node
-// joining (or changing address) starts a run that installs the packages there too.
+// joining (or changing address) starts a run that installs the packages there too, and the
+// Provisioning that published it: a cluster deleted and built again on the same addresses
+// (its hosts deprovisioned, their packages gone) is a new node set, and its run's Workflow
+// is not the old cluster's, adopted again.
 func nodesRevision(ctx context.Context, c client.Client, ns, cluster string) (string, error) {
 	if cluster == "" {
 		return "", nil
@@ -182,6 +187,9 @@ func nodesRevision(ctx context.Context, c client.Client, ns, cluster string) (st
 	}
 	sort.Strings(keys)
 	h := sha256.New()
+	if owner := metav1.GetControllerOf(cm); owner != nil {
+		fmt.Fprintf(h, "published-by=%s\n", owner.UID)
+	}
 	for _, k := range keys {
 		fmt.Fprintf(h, "%s=%s\n", k, cm.Data[k])
 	}

@@ -184,7 +184,8 @@ func TestRenderDayTwo(t *testing.T) {
 	}
 	require.NotNil(t, p)
 	p.Status.Hosts = append(p.Status.Hosts, bpav1.HostStatus{Name: "edge-2", Roles: []string{"worker"}, IP: "10.0.0.9", Removing: true})
-	p.Status.Applied = &bpav1.AppliedState{Hosts: p.Status.Hosts[:1], KubernetesVersion: "1.31.4", KubesprayVersion: "v2.28.0", Generation: 4}
+	p.Status.Applied = &bpav1.AppliedState{Hosts: p.Status.Hosts[:1], KubernetesVersion: "1.31.4", KubesprayVersion: "v2.28.0", Generation: 4,
+		Replacements: []bpav1.Replacement{{Node: "edge-3", BareMetalHost: "bmh-9"}}}
 	p.Status.Operations = []bpav1.OperationRecord{
 		{Generation: 3, Name: "scale-workers", Nodes: []string{"edge-1", "edge-2"}, Workflow: "p-provision-3", Result: "Succeeded"},
 		{Generation: 4, Name: "remove-workers", Nodes: []string{"edge-2"}, Workflow: "p-provision-4", Result: "Failed"},
@@ -196,11 +197,20 @@ func TestRenderDayTwo(t *testing.T) {
 	p.Status.Restore = &bpav1.RestoreStatus{Snapshot: "etcd-20260101T000000Z.db", RequestStatus: bpav1.RequestStatus{Request: "etcd-20260101T000000Z.db", Workflow: "p-restore-0-abc123",
 		Phase: bpav1.RequestFailed, Message: "step restore-etcd failed: EtcdRestoreFailed: m1: no /usr/local/bin/etcdutl"}}
 	p.Status.CertificateRenewal = &bpav1.RequestStatus{Request: "now", Workflow: "p-renew-certificates-0-def456", Phase: bpav1.RequestSucceeded}
+	p.Status.Drift = &bpav1.DriftStatus{Workflow: "p-drift-check-1767225600", Fields: []string{"node edge-1: label example.com/role=edge missing", "node master-1: kubelet v1.31.1, applied v1.31.4"},
+		Reconcile: &bpav1.DriftReconcileStatus{Request: "drift-1767225000", Provisioning: true, NotPutBack: true, Fields: []string{"node edge-1: label example.com/role=edge missing"},
+			RequestedAt: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
+	p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: bpav1.ConditionDrifted, Status: metav1.ConditionTrue, Reason: bpav1.ReasonDriftFound, Message: "2 fields differ"})
+	p.Status.Conditions = append(p.Status.Conditions, metav1.Condition{Type: bpav1.ConditionRemediating, Status: metav1.ConditionFalse, Reason: bpav1.ReasonRemediationExhausted, Message: "no rung left for [edge-2]: look at the hosts"})
+	p.Status.Remediation = &bpav1.RemediationStatus{Nodes: []bpav1.NodeRemediation{{Node: "edge-2", Since: &metav1.Time{Time: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)},
+		Rung: bpav1.RungRestart, Attempts: 1, Workflow: "p-remediate-restart-1767312000-3fa2c1", Exhausted: true}}}
 	got := describeFixture(t, objs, describe.KindProvisioning, p.Name, false)
+	assert.Regexp(t, `Remediation\n.*RemediationExhausted\s+no rung left for \[edge-2\]: look at the hosts\n.*edge-2\s+unhealthy since \S+ ago\s+Restart \(attempt 1\) Workflow p-remediate-restart-1767312000-3fa2c1\s+exhausted`, got)
+	assert.Regexp(t, `Drift\n.*2 fields differ from what BPA applied\s+Workflow p-drift-check-1767225600\n.*node edge-1: label example.com/role=edge missing\n.*node master-1: kubelet v1.31.1, applied v1.31.4\n.*rerun drift-1767225000 did not put back 1 fields: look at the nodes\s+asked \S+ ago`, got)
 	assert.Regexp(t, `Renewal\n.*certificates\s+Succeeded\s+Workflow p-renew-certificates-0-def456`, got)
 	assert.Regexp(t, `Restore\n.*etcd-20260101T000000Z\.db\s+Failed\s+Workflow p-restore-0-abc123\s+step restore-etcd failed: EtcdRestoreFailed`, got)
 	assert.Regexp(t, `(?s)Backups\s+2 verified etcd snapshots\n.*etcd-20260102T000000Z\.db\s+\S+ ago\s+revision 97\s+5\.0 MiB\s+from master-1\s+Workflow p-provision-4\n.*etcd-20260101T000000Z\.db`, got)
-	assert.Regexp(t, `Applied\s+1 nodes\s+Kubernetes 1\.31\.4\s+kubespray v2\.28\.0\s+generation 4`, got)
+	assert.Regexp(t, `Applied\s+1 nodes\s+Kubernetes 1\.31\.4\s+kubespray v2\.28\.0\s+generation 4\n.*replacing edge-3\s+dead BareMetalHost bmh-9\s+next: added back on a spare host`, got)
 	assert.Regexp(t, `(?s)Operations\n.*remove-workers\s+Failed\s+edge-2\s+generation 4.*\n.*scale-workers\s+Succeeded\s+edge-1,edge-2`, got)
 	assert.Regexp(t, `edge-2\s+worker \(removing\)\s+10\.0\.0\.9`, got)
 }

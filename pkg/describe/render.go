@@ -131,6 +131,8 @@ func renderTree(parent *node, t *Tree, opts Options) {
 		}
 		renderRequest(n, "Renewal", "certificates", p.Status.CertificateRenewal, opts.Now)
 		renderCertificates(n, &p.Status, opts.Now)
+		renderDrift(n, &p.Status, opts.Now)
+		renderRemediation(n, &p.Status, opts.Now)
 	}
 	renderPublished(n, t.Published)
 	for _, c := range t.Children {
@@ -381,9 +383,17 @@ func renderHosts(parent *node, hosts []bpav1.HostStatus) {
 // renderApplied shows what the cluster is (status.applied) and the last operations.
 func renderApplied(parent *node, a *bpav1.AppliedState, ops []bpav1.OperationRecord) {
 	if a != nil {
-		parent.add(cell{"Applied", bold}, cell{fmt.Sprintf("%d nodes", len(a.Hosts)), plain},
+		n := parent.add(cell{"Applied", bold}, cell{fmt.Sprintf("%d nodes", len(a.Hosts)), plain},
 			cell{clean("Kubernetes " + a.KubernetesVersion), plain}, cell{clean("kubespray " + a.KubesprayVersion), dim},
 			cell{fmt.Sprintf("generation %d", a.Generation), dim})
+		// A replacement (graded remediation) is two runs of the unchanged spec: say which is next.
+		for _, r := range a.Replacements {
+			next := "next: added back on a spare host"
+			if r.Leaving(a) {
+				next = "next: removed from it without drain"
+			}
+			n.add(cell{clean("replacing " + r.Node), yellow}, cell{clean("dead BareMetalHost " + r.BareMetalHost), plain}, cell{next, dim})
+		}
 	}
 	if len(ops) == 0 {
 		return
@@ -459,6 +469,72 @@ func renderCertificates(parent *node, st *bpav1.ProvisioningStatus, now time.Tim
 	// One cell on the header: a row's cells align with its siblings' (the Workflow's).
 	parent.add(cell{"Certificates", bold}).add(cell{clean(c.Component + " on " + c.Node), plain}, cell{when, style},
 		cell{fmt.Sprintf("earliest of %d", len(st.Certificates)), plain}, cell{unread, yellow}, cell{checked, dim})
+}
+
+// renderDrift shows what the last drift check found: each differing field (status.drift
+// keeps at most bpav1.MaxDriftFields), red while Drifted is True; or why it could not look.
+func renderDrift(parent *node, st *bpav1.ProvisioningStatus, now time.Time) {
+	c := meta.FindStatusCondition(st.Conditions, bpav1.ConditionDrifted)
+	if c == nil || st.Drift == nil {
+		return
+	}
+	checked := ""
+	if st.Drift.CheckedAt != nil {
+		checked = "checked " + since(*st.Drift.CheckedAt, now)
+	}
+	style, what := green, "none"
+	switch c.Status {
+	case metav1.ConditionUnknown:
+		style, what = yellow, "not checked: "+c.Message
+	case metav1.ConditionTrue:
+		style, what = red, fmt.Sprintf("%d fields differ from what BPA applied", len(st.Drift.Fields))
+	}
+	n := parent.add(cell{"Drift", bold}).add(cell{clean(what), style}, cell{checked, dim}, cell{clean("Workflow " + st.Drift.Workflow), dim})
+	if c.Status == metav1.ConditionTrue {
+		for _, f := range st.Drift.Fields {
+			n.add(cell{clean(f), plain})
+		}
+	}
+	if rec := st.Drift.Reconcile; rec != nil {
+		style, what := yellow, fmt.Sprintf("put back by rerun %s (%d fields)", rec.Request, len(rec.Fields))
+		if rec.NotPutBack {
+			style, what = red, fmt.Sprintf("rerun %s did not put back %d fields: look at the nodes", rec.Request, len(rec.Fields))
+		}
+		n.add(cell{clean(what), style}, cell{"asked " + since(rec.RequestedAt, now), dim})
+	}
+}
+
+// renderRemediation shows what graded remediation does (the Remediating condition) and
+// each worker's record: its episode, the last rung and its Workflow.
+func renderRemediation(parent *node, st *bpav1.ProvisioningStatus, now time.Time) {
+	c := meta.FindStatusCondition(st.Conditions, bpav1.ConditionRemediating)
+	if c == nil {
+		return
+	}
+	style := yellow
+	switch c.Reason {
+	case bpav1.ReasonWorkersHealthy:
+		style = green
+	case bpav1.ReasonRemediationHeld, bpav1.ReasonRemediationExhausted, bpav1.ReasonNodesUnread, bpav1.ReasonRemediationNoSpare:
+		style = red
+	}
+	n := parent.add(cell{"Remediation", bold}).add(cell{c.Reason, style}, cell{clean(c.Message), plain})
+	if st.Remediation == nil {
+		return
+	}
+	for _, r := range st.Remediation.Nodes {
+		episode, rung, state := "", "", cell{"", plain}
+		if r.Since != nil {
+			episode = "unhealthy since " + since(*r.Since, now)
+		}
+		if r.Rung != "" {
+			rung = fmt.Sprintf("%s (attempt %d) Workflow %s", r.Rung, r.Attempts, r.Workflow)
+		}
+		if r.Exhausted {
+			state = cell{"exhausted", red}
+		}
+		n.add(cell{clean(r.Node), plain}, cell{episode, dim}, cell{clean(rung), plain}, state)
+	}
 }
 
 func renderPublished(parent *node, refs []Ref) {

@@ -2,6 +2,7 @@ package hostmatch
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,9 @@ import (
 // (Nodes), then each worker pool's members. It reads the spec, status.applied and the
 // delete-nodes annotation, and nothing else, so the planner, discover-hosts and `bpa plan`
 // agree on it. Nodes the cluster already has (status.applied) are pinned to their hosts.
+// A worker graded remediation replaces (status.applied.replacements) is not asked for while
+// it is still applied on its dead host: the run removes it from there, and the next one,
+// finding it no longer applied, chooses it a spare host as for any node that joins.
 func Desired(p *bpav1.Provisioning) ([]Node, error) {
 	nodes, err := Nodes(&p.Spec)
 	if err != nil {
@@ -40,6 +44,7 @@ func Desired(p *bpav1.Provisioning) ([]Node, error) {
 			nodes = append(nodes, n)
 		}
 	}
+	nodes = withoutReplaced(nodes, p.Status.Applied)
 	byName := map[string]bpav1.HostStatus{}
 	for _, h := range applied {
 		byName[h.Name] = h
@@ -128,4 +133,19 @@ func Leaving(p *bpav1.Provisioning, desired []Node) []bpav1.HostStatus {
 		}
 	}
 	return out
+}
+
+// withoutReplaced drops the nodes whose replacement still has to remove them from their
+// dead host.
+func withoutReplaced(nodes []Node, applied *bpav1.AppliedState) []Node {
+	if applied == nil || len(applied.Replacements) == 0 {
+		return nodes
+	}
+	leaving := map[string]bool{}
+	for _, r := range applied.Replacements {
+		if r.Leaving(applied) {
+			leaving[r.Node] = true
+		}
+	}
+	return slices.DeleteFunc(nodes, func(n Node) bool { return leaving[n.Name] })
 }

@@ -26,6 +26,7 @@ import (
 //   - no consumer holds it, and no earlier BPA's label claims it for another cluster.
 //   - if a Provisioning of another namespace released it, metal3 has deprovisioned it
 //     since (released, below).
+//   - graded remediation did not replace it as dead (bpav1.HostUnhealthyAnnotation).
 func Unfit(b *metal3v1.BareMetalHost, c Claimant) (why, short string) {
 	ref := b.Spec.ConsumerRef
 	label, labelled := b.Labels[bpav1.HostClaimLabel]
@@ -52,6 +53,9 @@ func Unfit(b *metal3v1.BareMetalHost, c Claimant) (why, short string) {
 			"label-only claim outside the namespace"
 	case labelled:
 		return fmt.Sprintf("is claimed by cluster %q (label %s)", label, bpav1.HostClaimLabel), fmt.Sprintf("claimed by cluster %q", label)
+	case b.Annotations[bpav1.HostUnhealthyAnnotation] != "":
+		return fmt.Sprintf("is marked unhealthy (annotation %s: %s); an admin removes the annotation once the host is repaired", bpav1.HostUnhealthyAnnotation, b.Annotations[bpav1.HostUnhealthyAnnotation]),
+			"marked unhealthy"
 	}
 	if why, short := unfitState(b); why != "" {
 		return why, short

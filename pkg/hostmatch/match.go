@@ -147,7 +147,7 @@ func MatchSpec(spec *bpav1.ProvisioningSpec, applied *bpav1.AppliedState, annota
 	if err != nil {
 		return nil, err
 	}
-	out, err := MatchNodes(nodes, sel, cluster, hosts)
+	out, err := matchNodes(nodes, sel, cluster, hosts, deadHosts(applied))
 	if err != nil {
 		return nil, err
 	}
@@ -268,9 +268,31 @@ func longForms(miss []shortfall) string {
 
 // MatchNodes is Match on nodes already flattened by Nodes.
 func MatchNodes(nodes []Node, sel Selectors, cluster Claimant, bmhs []metal3v1.BareMetalHost) ([]bpav1.HostStatus, error) {
+	return matchNodes(nodes, sel, cluster, bmhs, nil)
+}
+
+// deadHosts are the hosts graded remediation replaces nodes off (status.applied.replacements),
+// with why: no node is matched to one, even while the cluster still holds its claim (the
+// release that marks it comes after the removal).
+func deadHosts(applied *bpav1.AppliedState) map[string]string {
+	if applied == nil || len(applied.Replacements) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, r := range applied.Replacements {
+		out[r.BareMetalHost] = fmt.Sprintf("is the dead host graded remediation replaces node %s off (status.applied.replacements)", r.Node)
+	}
+	return out
+}
+
+// matchNodes is MatchNodes with hosts no node may take (dead, by name, with why).
+func matchNodes(nodes []Node, sel Selectors, cluster Claimant, bmhs []metal3v1.BareMetalHost, dead map[string]string) ([]bpav1.HostStatus, error) {
 	hosts := make([]host, len(bmhs))
 	for i := range bmhs {
 		hosts[i] = newHost(&bmhs[i], cluster, sel)
+		if why, ok := dead[hosts[i].name]; ok && hosts[i].excluded == "" {
+			hosts[i].excluded, hosts[i].excludedShort = why, "replaced as dead"
+		}
 	}
 	// Host order must not depend on how the hosts were listed.
 	sort.Slice(hosts, func(i, j int) bool { return hosts[i].name < hosts[j].name })

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
+
+	"k8s.io/client-go/rest"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
@@ -54,4 +57,24 @@ func FetchAdmin(ctx context.Context, master bpav1.HostStatus, cfg sshexec.Config
 		return nil, fmt.Errorf("admin.conf from master %s: %w", master.Name, err)
 	}
 	return conf, nil
+}
+
+// AdminREST fetches admin.conf from the first master of hosts (FirstMaster, FetchAdmin)
+// and turns it into a client configuration with a 30 s bound on each request: how the
+// steps that only read the cluster (preflight, check-drift) reach its API.
+func AdminREST(ctx context.Context, hosts []bpav1.HostStatus, cfg sshexec.Config) (*rest.Config, bpav1.HostStatus, error) {
+	master, err := FirstMaster(hosts)
+	if err != nil {
+		return nil, master, err
+	}
+	conf, err := FetchAdmin(ctx, master, cfg)
+	if err != nil {
+		return nil, master, err
+	}
+	rc, err := RESTConfig(conf)
+	if err != nil {
+		return nil, master, err
+	}
+	rc.Timeout = 30 * time.Second
+	return rc, master, nil
 }

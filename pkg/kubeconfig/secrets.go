@@ -25,6 +25,11 @@ func StagingSecretName(workflow string) string { return workflow + "-admin-conf"
 // PublishedSecretName is the cluster's kubeconfig Secret, `<cluster>-kubeconfig`.
 func PublishedSecretName(cluster string) string { return cluster + "-kubeconfig" }
 
+// NodeReaderSecretName is `<cluster>-node-reader`: a kubeconfig of the cluster whose token
+// may only get, list and watch Nodes, which the controller's remediation reads them with
+// (docs/remediation.md).
+func NodeReaderSecretName(cluster string) string { return cluster + "-node-reader" }
+
 // addressConfigMapSuffix follows the cluster's name in its address ConfigMap's.
 const addressConfigMapSuffix = "-configmap"
 

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -277,4 +278,27 @@ func DownloadsForArches(kubesprayVersion, kube string, arches []string) (*Downlo
 	slices.Sort(all.Images)
 	all.Files, all.Images = slices.Compact(all.Files), slices.Compact(all.Images)
 	return all, nil
+}
+
+// missingFormat is how the offline pre-flight (pkg/offlinecheck) counts what the artifact
+// server lacks in its error, which becomes the failed step's message in the CR's status;
+// MissingArtifacts reads the count back from there (the bpa_artifacts_missing metric).
+const missingFormat = "lacks %d of the %d artifacts"
+
+var missingPattern = regexp.MustCompile(`lacks (\d+) of the \d+ artifacts`)
+
+// MissingArtifactsPhrase says that missing of total artifacts are not on the server.
+func MissingArtifactsPhrase(missing, total int) string {
+	return fmt.Sprintf(missingFormat, missing, total)
+}
+
+// MissingArtifacts is the count a message of MissingArtifactsPhrase names, and whether it
+// names one.
+func MissingArtifacts(message string) (int, bool) {
+	m := missingPattern.FindStringSubmatch(message)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
 }

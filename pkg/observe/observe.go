@@ -54,6 +54,8 @@ type Observation struct {
 	Restore *stepio.Restore
 	// Renewal is renew-certificates' record, once it succeeded.
 	Renewal *stepio.Renewal
+	// Drift is what check-drift found, once it succeeded.
+	Drift *stepio.Drift
 }
 
 // Workflow observes a Workflow whose DAG runs steps. It decompresses status.compressedNodes with Argo's packer; when
@@ -130,6 +132,12 @@ func Workflow(wf *wfv1.Workflow, steps []string) Observation {
 		o.Renewal = &stepio.Renewal{}
 		if !jsonOutput(n, RenewalOutput, o.Renewal) || len(o.Renewal.Masters) == 0 {
 			o.Renewal = nil
+		}
+	}
+	if n, ok := byStep[translator.StepCheckDrift]; ok && n.Phase == wfv1.NodeSucceeded {
+		o.Drift = &stepio.Drift{}
+		if !jsonOutput(n, DriftOutput, o.Drift) || o.Drift.CheckedAt.IsZero() {
+			o.Drift = nil
 		}
 	}
 	if n, ok := byStep["install-software"]; ok {
@@ -247,6 +255,9 @@ const RestoreOutput = "restore"
 
 // RenewalOutput is the renew-certificates template's output parameter: its record.
 const RenewalOutput = "renewal"
+
+// DriftOutput is the check-drift template's output parameter: what it found.
+const DriftOutput = "drift"
 
 // jsonOutput decodes the node's output parameter name into v, and says whether it could.
 func jsonOutput(n wfv1.NodeStatus, name string, v any) bool {

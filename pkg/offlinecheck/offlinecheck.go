@@ -89,8 +89,8 @@ func Preflight(ctx context.Context, varsFile, image string, ca []*x509.Certifica
 		return fmt.Errorf("offline: checking the artifact server %s: %w", server, quiet(err))
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("offline: the artifact server %s lacks %d of the %d artifacts kubespray %s downloads for %s hosts (upload them with bpa artifacts; bpa artifacts check --kubespray %s --kubernetes %s --arch ARCH lists them too):\n  %s",
-			server, len(missing), len(d.Files)+len(d.Images), tag, strings.Join(archs, " and "), tag, kube, strings.Join(missing, "\n  "))
+		return fmt.Errorf("offline: the artifact server %s %s kubespray %s downloads for %s hosts (upload them with bpa artifacts; bpa artifacts check --kubespray %s --kubernetes %s --arch ARCH lists them too):\n  %s",
+			server, kubespray.MissingArtifactsPhrase(len(missing), len(d.Files)+len(d.Images)), tag, strings.Join(archs, " and "), tag, kube, strings.Join(missing, "\n  "))
 	}
 	fmt.Printf("offline: the artifact server %s holds all %d artifacts kubespray %s downloads for %s hosts\n", server, len(d.Files)+len(d.Images), tag, strings.Join(archs, " and "))
 	return nil

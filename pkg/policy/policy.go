@@ -80,6 +80,7 @@ func (p Policy) grant(ns string) bpav1.NamespaceGrant {
 		g.BareMetalHostNamespaces = append(g.BareMetalHostNamespaces, n.BareMetalHostNamespaces...)
 		g.LeaseHostPaths = append(g.LeaseHostPaths, n.LeaseHostPaths...)
 		g.AllowInsecureHostKey = g.AllowInsecureHostKey || n.AllowInsecureHostKey
+		g.AllowReboot = g.AllowReboot || n.AllowReboot
 	}
 	return g
 }
@@ -88,6 +89,10 @@ func (p Policy) grant(ns string) bpav1.NamespaceGrant {
 func (p Policy) BareMetalHostNamespaceAllowed(ns, hostNS string) bool {
 	return hostNS == ns || slices.Contains(p.grant(ns).BareMetalHostNamespaces, hostNS)
 }
+
+// RebootAllowed says whether Provisionings of ns may have their hosts rebooted by graded
+// remediation's Reboot rung (spec.namespaces[].allowReboot).
+func (p Policy) RebootAllowed(ns string) bool { return p.grant(ns).AllowReboot }
 
 // CheckProvisioning lists what the policy forbids in a Provisioning.
 func (p Policy) CheckProvisioning(prov *bpav1.Provisioning) field.ErrorList {

@@ -26,8 +26,11 @@ func prov(ns string, mutate func(*bpav1.ProvisioningSpec)) *bpav1.Provisioning {
 func TestGrantsAreByNamespace(t *testing.T) {
 	pol := Policy{Source: "BPAPolicy default", Spec: bpav1.BPAPolicySpec{Namespaces: []bpav1.NamespaceGrant{
 		{Names: []string{"a", "b"}, BareMetalHostNamespaces: []string{"metal3"}},
-		{Names: []string{"a"}, LeaseHostPaths: []string{"/var/lib/dhcp/dhcpd.leases"}, AllowInsecureHostKey: true},
+		{Names: []string{"a"}, LeaseHostPaths: []string{"/var/lib/dhcp/dhcpd.leases"}, AllowInsecureHostKey: true, AllowReboot: true},
 	}}}
+	assert.True(t, pol.RebootAllowed("a"))
+	assert.False(t, pol.RebootAllowed("b"), "a grant to a, not b, added to b's other grant")
+	assert.False(t, Default().RebootAllowed("a"))
 	everything := func(s *bpav1.ProvisioningSpec) {
 		s.BareMetalHostNamespace = "metal3"
 		s.Leases = &bpav1.LeaseSource{Type: bpav1.LeaseSourceISC, HostPath: "/var/lib/dhcp/dhcpd.leases"}

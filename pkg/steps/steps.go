@@ -7,15 +7,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/akraino-edge-stack/bpa/pkg/steps/backupetcd"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/checkdrift"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/discoverhosts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/installsoftware"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/lookup"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/preflight"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/publishkubeconfig"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/rebootnode"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/renderinventory"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/renewcerts"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolveleases"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/resolvenodes"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/restartnode"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/restoreetcd"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/runkubespray"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/verify"
@@ -33,6 +36,9 @@ var stepCommands = []func() *cobra.Command{
 	backupetcd.Command,
 	restoreetcd.Command,
 	renewcerts.Command,
+	checkdrift.Command,
+	restartnode.Command,
+	rebootnode.Command,
 	verify.Command,
 	publishkubeconfig.Command,
 	resolvenodes.Command,

@@ -321,6 +321,9 @@ func (pl *planner) refuse() error {
 	if err := refuseImmutable(&pl.p.Spec, pl.applied.Immutable, pl.plan.Immutable); err != nil {
 		return err
 	}
+	if err := refuseReplacement(pl.applied); err != nil {
+		return err
+	}
 	pl.d = diff(pl.applied.Hosts, pl.desired)
 	if err := pl.d.refuse(pl.applied.Hosts); err != nil {
 		return err
@@ -372,8 +375,44 @@ func (pl *planner) remove(name string, nodes []string) {
 	op.Without = pl.without()
 	pl.gone = append(pl.gone, nodes...)
 	allow := pl.p.Spec.NodeRemoval != nil && pl.p.Spec.NodeRemoval.AllowUngraceful
-	pl.add(Step{Name: name, Nodes: nodes, Reason: fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", ")),
+	reason := fmt.Sprintf("%s leave the cluster", strings.Join(nodes, ", "))
+	if dead := pl.replaced(nodes, true); len(dead) > 0 {
+		// The remediator decided these hosts are dead: a drain or a reset on them cannot
+		// succeed, whatever spec.nodeRemoval says. run-kubespray still removes the nodes it
+		// reaches gracefully.
+		allow = true
+		reason += fmt.Sprintf(" (graded remediation replaces %s: removed from %s without drain; the next run adds it back on a spare host)",
+			strings.Join(dead, ", "), map[bool]string{true: "its dead host", false: "their dead hosts"}[len(dead) == 1])
+		op.Reason = reason
+	}
+	pl.add(Step{Name: name, Nodes: nodes, Reason: reason,
 		Operations: []kubespray.Operation{op}, AllowUngraceful: allow, Removes: true})
+}
+
+// replaced lists the nodes among nodes that graded remediation replaces and that are, when
+// leaving is true, still on their dead host (else: back to be added on a spare).
+func (pl *planner) replaced(nodes []string, leaving bool) []string {
+	var out []string
+	for _, r := range pl.applied.Replacements {
+		if slices.Contains(nodes, r.Node) && r.Leaving(pl.applied) == leaving {
+			out = append(out, r.Node)
+		}
+	}
+	return out
+}
+
+// refuseReplacement refuses a replacement of a node that is not an applied worker outside
+// the control plane: pkg/remediation never decides one, and the planner does not trust
+// status alone for a removal kubespray cannot undo.
+func refuseReplacement(a *bpav1.AppliedState) error {
+	for _, r := range a.Replacements {
+		i := slices.IndexFunc(a.Hosts, func(h bpav1.HostStatus) bool { return h.Name == r.Node })
+		if i >= 0 && (isRole(a.Hosts[i], hostmatch.RoleMaster) || a.Hosts[i].Etcd) {
+			return &Refusal{"status.applied.replacements", bpav1.ReasonReplaceRefused, fmt.Sprintf("node %s is %s: graded remediation replaces workers only; remove the entry, and replace a control-plane host by editing the spec",
+				r.Node, roleWords(isRole(a.Hosts[i], hostmatch.RoleMaster), a.Hosts[i].Etcd))}
+		}
+	}
+	return nil
 }
 
 // removals plans the nodes that leave: the workers together, then the masters without etcd
@@ -483,6 +522,9 @@ func (pl *planner) workers() {
 		return
 	}
 	reason := fmt.Sprintf("add worker %s", strings.Join(added, ", "))
+	if back := pl.replaced(added, false); len(back) > 0 {
+		reason += fmt.Sprintf(" (%s: graded remediation's replacement, on a spare host)", strings.Join(back, ", "))
+	}
 	facts := kubespray.GatherFacts("gather every host's facts for scale.yml's --limit")
 	facts.Without = pl.without()
 	scale := kubespray.ScaleNodes(added, reason)

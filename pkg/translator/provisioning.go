@@ -197,6 +197,18 @@ type provisionDAG struct {
 	resolvedHosts string
 	// kube is the Kubernetes release the run leads to (or the expression of it).
 	kube string
+	// appliedHosts makes the first host task applied-hosts, which lists status.applied's
+	// hosts and claims none, for a check that must only read (the drift check).
+	appliedHosts bool
+}
+
+// hostsTask is the first host task's name and template: discover-hosts, which matches and
+// claims, or applied-hosts.
+func (d provisionDAG) hostsTask() string {
+	if d.appliedHosts {
+		return StepAppliedHosts
+	}
+	return "discover-hosts"
 }
 
 func (d provisionDAG) task(name, tmpl, depends string, args ...string) wfv1.DAGTask {
@@ -221,21 +233,25 @@ func (d provisionDAG) ssh() []string {
 
 // leaseTask is resolve-leases: from the BareMetalHosts, or from a leases file.
 func (d provisionDAG) leaseTask(name string, fromFile bool) wfv1.DAGTask {
-	args := []string{"provisioning", d.param("provisioning"), "generation", d.param("generation"), "hosts", "{{tasks.discover-hosts.outputs.parameters.hosts}}"}
+	args := []string{"provisioning", d.param("provisioning"), "generation", d.param("generation"), "hosts", "{{tasks." + d.hostsTask() + ".outputs.parameters.hosts}}"}
 	if !fromFile {
-		return d.task(name, "resolve-leases", "discover-hosts", args...)
+		return d.task(name, "resolve-leases", d.hostsTask(), args...)
 	}
-	return d.task(name, "resolve-leases-from-file", "discover-hosts", append(args,
+	return d.task(name, "resolve-leases-from-file", d.hostsTask(), append(args,
 		"lease-source", d.param("lease-source"), "lease-host-path", d.param("lease-host-path"),
 		"lease-pod-spec-patch", d.param("lease-pod-spec-patch"))...)
 }
 
-// hostTasks are discover-hosts (after first, unless ""), resolve-leases and
+// hostTasks are discover-hosts or applied-hosts (after first, unless ""), resolve-leases and
 // render-inventory.
 func (d provisionDAG) hostTasks(first string, leasesFromFile bool) []wfv1.DAGTask {
 	cr, gen := d.param("provisioning"), d.param("generation")
+	hosts := d.task("discover-hosts", "discover-hosts", first, "provisioning", cr, "generation", gen)
+	if d.appliedHosts {
+		hosts = d.task(StepAppliedHosts, StepAppliedHosts, first, "provisioning", cr)
+	}
 	return []wfv1.DAGTask{
-		d.task("discover-hosts", "discover-hosts", first, "provisioning", cr, "generation", gen),
+		hosts,
 		d.leaseTask("resolve-leases", leasesFromFile),
 		d.task("render-inventory", "render-inventory", "resolve-leases",
 			"provisioning", cr, "generation", gen, "hosts", d.hosts(), "artifacts-ca", d.param("artifacts-ca")),

@@ -170,9 +170,13 @@ func newWorkflow(owner metav1.Object, gvkKind, nameLabel, template, kind string,
 			// One run at a time per cluster, whichever CR or kind started it. The ad-hoc
 			// templates take the same mutex, so `argo submit --from` runs queue too.
 			Synchronization: &wfv1.Synchronization{Mutexes: []*wfv1.Mutex{{Name: mutexPrefix + cluster}}},
+			// Argo applies SecondsAfterFailure to the Failed phase only: a Workflow in Error
+			// (a template it cannot resolve, an evicted pod) goes by SecondsAfterCompletion,
+			// kept as long as a failure, else never.
 			TTLStrategy: &wfv1.TTLStrategy{
-				SecondsAfterSuccess: ptr.To(int32(keepSucceededSeconds)),
-				SecondsAfterFailure: ptr.To(int32(keepFailedSeconds)),
+				SecondsAfterSuccess:    ptr.To(int32(keepSucceededSeconds)),
+				SecondsAfterFailure:    ptr.To(int32(keepFailedSeconds)),
+				SecondsAfterCompletion: ptr.To(int32(keepFailedSeconds)),
 			},
 			// Failed pods stay so their logs can be read; successful ones go after
 			// PodLogsKept, so `argo logs`, `kubectl logs` and the UI show a finished run's

@@ -83,6 +83,8 @@ func assertWorkflowInvariants(t *testing.T, cr metav1.Object, kind string, wf *w
 	assert.Equal(t, wfv1.PodGCOnPodSuccess, wf.Spec.PodGC.Strategy)
 	assert.Equal(t, translator.PodLogsKept, wf.Spec.PodGC.DeleteDelayDuration, "step logs outlive the steps")
 	assert.GreaterOrEqual(t, *wf.Spec.TTLStrategy.SecondsAfterFailure, int32(3*24*3600))
+	require.NotNil(t, wf.Spec.TTLStrategy.SecondsAfterCompletion, "a Workflow in Error goes by SecondsAfterCompletion only")
+	assert.Equal(t, *wf.Spec.TTLStrategy.SecondsAfterFailure, *wf.Spec.TTLStrategy.SecondsAfterCompletion)
 	assert.NotNil(t, wf.Spec.ActiveDeadlineSeconds)
 	assert.Equal(t, "bpa-step", wf.Spec.ServiceAccountName)
 

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,8 +35,9 @@ import (
 //  1. with the etcd member's client key gone (its host no longer lets BPA in to etcd), a
 //     worker is added: the backup-etcd step fails, the CR is Stalled EtcdBackupFailed,
 //     and kubespray never ran: a day-2 operation does not start without its snapshot;
-//  2. with the key back, a rerun: the snapshot is taken first, verified, stored on the site's
-//     backup server under the cluster's path, listed in status.backups, and holds a
+//  2. with the key back, a rerun: the snapshot is taken first, verified, stored by the site's
+//     backup server (a `bpa serve` keeping them in S3: versitygw) under the cluster's path,
+//     read back from the bucket with the recorded sha256, listed in status.backups, and holds a
 //     ConfigMap written to the application cluster just before; then the worker joins;
 //  3. with a schedule of every minute and keep 2, the scheduled Workflows take snapshots
 //     (each once), and the server and status.backups keep the newest two;
@@ -122,9 +122,10 @@ func (e *env) scenarioBackup(t *testing.T, store *sim.BackupServer) {
 		require.NotNil(t, cond)
 		assert.Equal(t, metav1.ConditionTrue, cond.Status)
 
-		// On the server, under this namespace and cluster, with the recorded sha256; and it
-		// is the application cluster's etcd: it holds the ConfigMap written just before.
-		file := filepath.Join(store.Dir, "backups", d.Namespace, "bk", b.Name)
+		// On the server's store (the S3 bucket, read with S3's own client), under this
+		// namespace and cluster, with the recorded sha256; and it is the application
+		// cluster's etcd: it holds the ConfigMap written just before.
+		file := store.Snapshot(t, d.Namespace, "bk", b.Name)
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
 		sum := sha256.Sum256(data)
@@ -149,7 +150,7 @@ func (e *env) scenarioBackup(t *testing.T, store *sim.BackupServer) {
 				return !strings.Contains(b.Workflow, "-etcd-backup-")
 			})
 		}
-		d.waitWithin(t, 4*time.Minute, got, d.p.Name, scheduledOnly, "two scheduled snapshots")
+		d.waitWithin(t, 6*time.Minute, got, d.p.Name, scheduledOnly, "two scheduled snapshots")
 		scheduled := e.workflowsOf(t, bpav1.EtcdBackupOfLabel, d.p.Name)
 		assert.GreaterOrEqual(t, len(scheduled), 2)
 		names := map[string]bool{}
@@ -161,14 +162,7 @@ func (e *env) scenarioBackup(t *testing.T, store *sim.BackupServer) {
 		assert.Equal(t, bpav1.PhaseSucceeded, got.Status.Phase, "the run's status is untouched")
 		_, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.EtcdBackup.Schedule = "" })
 		// keep: 2, after the third snapshot.
-		entries, err := os.ReadDir(filepath.Join(store.Dir, "backups", d.Namespace, "bk"))
-		require.NoError(t, err)
-		var stored []string
-		for _, en := range entries {
-			if !strings.HasSuffix(en.Name(), ".json") && !strings.HasPrefix(en.Name(), ".") {
-				stored = append(stored, en.Name())
-			}
-		}
+		stored := store.Stored(t, d.Namespace, "bk")
 		assert.Len(t, stored, 2, "spec.etcdBackup.keep")
 		var listed []string
 		for _, b := range got.Status.Backups {
@@ -258,7 +252,7 @@ func (d *day2) freshSnapshot(t *testing.T) string {
 	}
 	schedule("* * * * *")
 	var snap string
-	d.waitWithin(t, 4*time.Minute, got, d.p.Name, func() bool {
+	d.waitWithin(t, 6*time.Minute, got, d.p.Name, func() bool {
 		for _, b := range got.Status.Backups {
 			if !before[b.Name] && !b.TakenAt.Time.Before(from) {
 				snap = b.Name

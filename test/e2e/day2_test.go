@@ -61,18 +61,14 @@ func (e *env) newDay2(t *testing.T) *day2 {
 // dayTwoHost is a BareMetalHost of a day-2 scenario: the n-th simulated machine (its MAC and
 // address from n), 8 CPUs and 16 GiB, OK. It returns the host and its MAC.
 func (e *env) dayTwoHost(name string, n int) (metal3v1.BareMetalHost, string) {
-	mac := e.HostMAC(n)
-	return metal3v1.BareMetalHost{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
-		Status: metal3v1.BareMetalHostStatus{OperationalStatus: metal3v1.OperationalStatusOK, HardwareDetails: &metal3v1.HardwareDetails{
-			CPU: metal3v1.CPU{Count: 8}, RAMMebibytes: 16384, NIC: []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: e.HostIP(n)}}}},
-	}, mac
+	h := e.NewHost(name, n)
+	return h, h.Spec.BootMACAddress
 }
 
 func (e *env) scenarioDay2Workers(t *testing.T) {
 	d := e.startDay2(t, true)
 	t.Run("add a worker", d.addWorker)
+	t.Run("drift found and gone, reading only", d.detectDrift)
 	t.Run("scale a pool 2 to 4 and back to 3", d.scalePool)
 	t.Run("remove a dead worker", d.removeDeadWorker)
 	t.Run("fail mid-scale, argo retry", d.failMidScale)
@@ -623,7 +619,7 @@ func (d *day2) deleteWithReset(t *testing.T) {
 	d.waitFor(t, got, d.p.Name, func() bool { return got.Status.ObservedGeneration == p.Generation }, "the policy change observed")
 	before := len(d.kubesprayRuns(t))
 	require.NoError(t, d.Client.Delete(d.ctx, got))
-	d.waitGone(t, got)
+	d.waitGoneWithin(t, got, runTimeout) // reset.yml runs first
 	assert.Equal(t, []string{"reset"}, d.runsSince(t, before), "reset.yml ran before the claims went")
 	assert.Empty(t, d.claimed(t), "claims are released")
 	m1 := d.Machine(d.hosts["d2m1"].Status.HardwareDetails.NIC[0].IP)

@@ -42,15 +42,16 @@ import (
 
 // runTimeout bounds the wait for one run. The longest, three masters joining (three
 // kubespray runs after the etcd snapshot), took just over six minutes under make test's load
-// on two cores with six lanes; a run that ends sooner is seen at once.
-const runTimeout = 10 * time.Minute
+// on two cores with six lanes, and over ten once beside other builds; a run that ends sooner
+// is seen at once, so the bound costs nothing but a hung test's time.
+const runTimeout = 15 * time.Minute
 
 type env struct {
 	*sim.Site
 	ctx context.Context
 }
 
-// TestE2E runs the scenarios on one node, in six lanes side by side: each lane is a site of
+// TestE2E runs the scenarios on one node, in seven lanes side by side: each lane is a site of
 // its own (namespace, application apiserver, BPA controller, machines, failure injection;
 // sim.Base.NewSite) and runs its scenarios one after another. A step is mostly waiting
 // (for a pod, for Argo, for SSH), so lanes share the node's two cores well. Each scenario
@@ -60,8 +61,9 @@ type env struct {
 // artifact servers), with a retry on conflict, and take back only what they added.
 func TestE2E(t *testing.T) {
 	base := sim.Start(t, sim.Options{})
-	// Every site's day-2 runs take a verified etcd snapshot first, stored here.
-	store := base.StartBackupServer(t)
+	// Every site's day-2 runs take a verified etcd snapshot first, stored here: a `bpa serve`
+	// that keeps them in a real S3 service (versitygw), as --backup-s3-endpoint does.
+	store := base.StartS3BackupServer(t)
 	type scenario struct {
 		name string
 		run  func(*env, *testing.T)
@@ -73,6 +75,7 @@ func TestE2E(t *testing.T) {
 			{"c/kubespray-fails-then-argo-retry", (*env).scenarioRetry},
 			{"e/controller-killed-mid-run", (*env).scenarioControllerRestart},
 			{"f/deleted-mid-run", (*env).scenarioDeleteMidRun},
+			{"u/argo-web-ui", (*env).scenarioArgoUI},
 		},
 		{
 			{"j/day-2-workers", (*env).scenarioDay2Workers},
@@ -94,7 +97,11 @@ func TestE2E(t *testing.T) {
 		},
 		{
 			{"p/etcd-backups-and-restore", func(e *env, t *testing.T) { e.scenarioBackup(t, store) }},
+			{"r/remediation-held-restart-reboot", (*env).scenarioRemediation},
+		},
+		{
 			{"g/one-provisioning-per-cluster", (*env).scenarioClusterMutex},
+			{"s/replace-dead-worker", (*env).scenarioReplace},
 		},
 	}
 	// Goroutines, not t.Parallel: that would run only GOMAXPROCS lanes at once (2 here),
@@ -121,7 +128,7 @@ func TestE2E(t *testing.T) {
 // newSiteEnv starts a site on base for t, with a context that ends with t, and shows the
 // controller's log when t fails.
 func newSiteEnv(t *testing.T, base *sim.Base) *env {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
 	t.Cleanup(cancel)
 	site := base.NewSite(t)
 	t.Cleanup(func() {
@@ -480,6 +487,8 @@ func (e *env) scenarioLateLease(t *testing.T) {
 	ip := late.Status.HardwareDetails.NIC[0].IP
 	late.Status.HardwareDetails.NIC[0].IP = ""
 	require.NoError(t, e.Client.Status().Update(e.ctx, late))
+	reader, stranger := e.metricsReaderToken(t)
+	before := e.controllerMetrics(t, reader)
 
 	e.create(t, p)
 	// Wait until resolve-leases has failed at least once for want of the lease.
@@ -498,6 +507,7 @@ func (e *env) scenarioLateLease(t *testing.T) {
 	got := e.waitPhase(t, p.Name, bpav1.PhaseSucceeded)
 	e.assertProvisioned(t, got)
 	e.assertCertificates(t, got, 10*24*time.Hour)
+	e.assertRunMetrics(t, got, before, reader, stranger)
 }
 
 // ---- scenario c: kubespray fails, then `argo retry` ----
@@ -862,50 +872,16 @@ func loadProvisioning(t *testing.T, path string) *bpav1.Provisioning {
 	return docs[0].Object.(*bpav1.Provisioning)
 }
 
-// create applies a Provisioning the way an operator would: its SSH Secret first, then the CR
-// (pointed at the simulated machines' SSH port).
+// create applies a Provisioning the way an operator would (sim.Site.Apply).
 func (e *env) create(t *testing.T, p *bpav1.Provisioning) {
-	p.Namespace = e.Namespace
-	if p.Spec.SSH == nil {
-		p.Spec.SSH = &bpav1.SSHConfig{}
-	}
-	p.Spec.SSH.Port = int32(e.SSH.Port)
-	e.CreateSSHSecret(e.ctx, p.Labels["cluster"])
-	require.NoError(t, e.Client.Create(e.ctx, p))
+	require.NoError(t, e.Apply(e.ctx, p))
 }
 
 // newCluster makes BareMetalHosts, machines and a Provisioning (not yet applied) for a
-// cluster of its own: masters m1.., workers w1.., at e.HostIP(base)...
+// cluster of its own: masters m1.., workers w1.., at e.HostIP(base)... (sim.Site.NewCluster).
 func (e *env) newCluster(t *testing.T, name string, base, masters, workers int) *bpav1.Provisioning {
 	t.Helper()
-	p := &bpav1.Provisioning{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"cluster": name}}}
-	var hosts []metal3v1.BareMetalHost
-	add := func(role string, i int) bpav1.NodeEntry {
-		n := base + len(hosts)
-		node := fmt.Sprintf("%s%d", role, i)
-		mac := e.HostMAC(n)
-		hosts = append(hosts, metal3v1.BareMetalHost{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + node},
-			Spec:       metal3v1.BareMetalHostSpec{BootMACAddress: mac},
-			Status: metal3v1.BareMetalHostStatus{
-				OperationalStatus: metal3v1.OperationalStatusOK,
-				HardwareDetails: &metal3v1.HardwareDetails{
-					CPU:          metal3v1.CPU{Count: 8},
-					RAMMebibytes: 16384,
-					NIC:          []metal3v1.NIC{{Name: "eth0", MAC: mac, IP: e.HostIP(n)}},
-				},
-			},
-		})
-		return bpav1.NodeEntry{node: {MACAddress: mac}}
-	}
-	for i := 1; i <= masters; i++ {
-		p.Spec.Masters = append(p.Spec.Masters, add("m", i))
-	}
-	for i := 1; i <= workers; i++ {
-		p.Spec.Workers = append(p.Spec.Workers, add("w", i))
-	}
-	e.AddHosts(e.ctx, hosts)
-	return p
+	return e.NewCluster(e.ctx, name, "", base, masters, workers)
 }
 
 func (e *env) waitFor(t *testing.T, obj client.Object, name string, cond func() bool, what string) {
@@ -962,9 +938,17 @@ func (e *env) waitPhase(t *testing.T, name string, phase bpav1.RunPhase) *bpav1.
 	return p
 }
 
+// waitGone waits for obj's deletion, which removes finalizers only: a minute is plenty.
 func (e *env) waitGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	e.waitGoneWithin(t, obj, time.Minute)
+}
+
+// waitGoneWithin waits up to bound for obj's deletion: a deletion that runs a Workflow first
+// (deletionPolicy: Reset) is a run, bounded by runTimeout.
+func (e *env) waitGoneWithin(t *testing.T, obj client.Object, bound time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for {
 		err := e.Client.Get(e.ctx, client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {

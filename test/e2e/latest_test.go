@@ -158,6 +158,9 @@ func (e *env) scenarioLatest(t *testing.T) {
 	e.assertPackages(t, machines, map[string]string{"m1": "1.0-2", "w1": "1.0-2", "w2": "1.0-3", "w3": "1.0-2"})
 	assert.Equal(t, "2.0-1", w3.Packages()["bpa-pinned"])
 	e.assertREST(t, url, ca, map[string][2]string{"m1": {"1.0-2", "1.0-2"}, "w1": {"1.0-2", "1.0-2"}, "w2": {"1.0-3", "1.0-2"}, "w3": {"1.0-2", "1.0-2"}})
+
+	// Drift put back: w1's kubelet and its pinned package.
+	e.assertDriftPutBack(t, p.Name, sw.Name, "w1", machines["w1"], "bpa-pinned")
 }
 
 // debPackage builds an (empty) Debian package with the real dpkg-deb.

@@ -11,11 +11,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/akraino-edge-stack/bpa/pkg/cli"
 	"github.com/akraino-edge-stack/bpa/pkg/validation"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 
@@ -58,7 +62,7 @@ func TestInstallManifests(t *testing.T) {
 	for _, o := range objs {
 		images = append(images, bpaImages(o)...)
 	}
-	assert.Len(t, images, 19, "the controller, BPA_STEP_IMAGE, bpa serve and every bpa step container")
+	assert.Len(t, images, 23, "the controller, BPA_STEP_IMAGE, bpa serve and every bpa step container")
 	for _, img := range images {
 		assert.Equal(t, bpaImage+":"+tag, img)
 	}
@@ -106,9 +110,9 @@ func TestInstallManifests(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 5, "ArtifactIndex": 1, "ServiceAccount": 17, "ClusterRole": 6, "ClusterRoleBinding": 3,
-		"Role": 12, "RoleBinding": 12, "Deployment": 2, "ValidatingAdmissionPolicy": 7, "ValidatingAdmissionPolicyBinding": 7,
-		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3, "PersistentVolumeClaim": 1, "Service": 1,
+		"Namespace": 1, "CustomResourceDefinition": 5, "ArtifactIndex": 1, "ServiceAccount": 21, "ClusterRole": 7, "ClusterRoleBinding": 3,
+		"Role": 16, "RoleBinding": 16, "Deployment": 2, "ValidatingAdmissionPolicy": 8, "ValidatingAdmissionPolicyBinding": 8,
+		"WorkflowTemplate": 2, "BPAPolicy": 1, "Secret": 3, "PersistentVolumeClaim": 1, "Service": 2,
 	}, kinds)
 }
 
@@ -140,4 +144,58 @@ func bpaImages(o *unstructured.Unstructured) []string {
 	}
 	walk(o.Object)
 	return out
+}
+
+// TestS3BackupComponent builds config/serve with its backups-s3 component, as an admin
+// enables it: bpa serve's command line must parse (every flag is bpa serve's), each file it
+// names must be in the Secret's read-only mount, and that Secret no other container mounts.
+func TestS3BackupComponent(t *testing.T) {
+	root, err := rig.RepoRoot()
+	require.NoError(t, err)
+	work := t.TempDir()
+	out, err := exec.Command("cp", "-r", filepath.Join(root, "config"), work).CombinedOutput()
+	require.NoError(t, err, string(out))
+	kfile := filepath.Join(work, "config", "serve", "kustomization.yaml")
+	k, err := os.ReadFile(kfile)
+	require.NoError(t, err)
+	enabled := strings.Replace(strings.Replace(string(k), "# components:", "components:", 1), "#   - backups-s3", "  - backups-s3", 1)
+	require.NotEqual(t, string(k), enabled, "the commented component in config/serve/kustomization.yaml")
+	require.NoError(t, os.WriteFile(kfile, []byte(enabled), 0o644))
+	out, err = exec.Command(filepath.Join(root, "bin", "kustomize"), "build", filepath.Join(work, "config", "serve")).Output()
+	require.NoError(t, err, "kustomize build config/serve with backups-s3")
+	objs, err := validation.ReadDocuments(out)
+	require.NoError(t, err)
+	var dep appsv1.Deployment
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == "bpa-artifacts" {
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &dep))
+		}
+	}
+	require.NotEmpty(t, dep.Spec.Template.Spec.Containers)
+	c := dep.Spec.Template.Spec.Containers[0]
+	serve, _, err := cli.NewRootCommand().Find(c.Args[:1])
+	require.NoError(t, err)
+	require.NoError(t, serve.ParseFlags(c.Args[1:]), "bpa serve's own flags")
+	const mount = "/etc/bpa-artifacts/backups-s3"
+	var m *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == mount {
+			m = &c.VolumeMounts[i]
+		}
+	}
+	require.NotNil(t, m)
+	assert.True(t, m.ReadOnly)
+	for _, f := range []string{"backup-s3-ca-file", "backup-s3-access-key-id-file", "backup-s3-secret-access-key-file"} {
+		v, err := serve.Flags().GetString(f)
+		require.NoError(t, err)
+		assert.Equal(t, mount, filepath.Dir(v), f)
+	}
+	endpoint, _ := serve.Flags().GetString("backup-s3-endpoint")
+	assert.True(t, strings.HasPrefix(endpoint, "https://"))
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Name == m.Name {
+			require.NotNil(t, v.Secret)
+			assert.Equal(t, "bpa-artifacts-backups-s3", v.Secret.SecretName)
+		}
+	}
 }

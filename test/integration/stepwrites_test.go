@@ -43,20 +43,47 @@ func stepClient(ctx context.Context, t *testing.T, r *rig.Rig, step string) clie
 
 func ptrInt64(v int64) *int64 { return &v }
 
-// TestStepAccountsAreNarrow makes, as each step's own ServiceAccount on a real apiserver,
-// the writes an attacker holding that account would try: RBAC refuses what the step never
-// needs, and the step-writes admission policy refuses what RBAC cannot narrow (any field of
-// a BareMetalHost but the claim; a user's Secret).
-func TestStepAccountsAreNarrow(t *testing.T) {
+// stepWritesRig is a real apiserver with BPA's CRDs, the BareMetalHost CRD, the admission
+// policies and the step accounts in the rig's namespace, and an admin client of it; its
+// context ends with t.
+func stepWritesRig(t *testing.T) (*rig.Rig, context.Context, client.Client) {
 	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	admin, err := client.New(r.RESTConfig, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
 	require.NoError(t, bpatest.InstallCRDs(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallBareMetalHostCRD(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallAdmissionPolicy(ctx, r.RESTConfig))
 	require.NoError(t, bpatest.InstallStepRBAC(ctx, admin, r.Namespace))
+	return r, ctx, admin
+}
+
+// patchHostAs patches h as c: mutate applied to h as admin reads it now, sent as a merge
+// patch conditional on its resourceVersion.
+func patchHostAs(t *testing.T, ctx context.Context, admin, c client.Client, h *metal3v1.BareMetalHost, mutate func(*metal3v1.BareMetalHost)) error {
+	t.Helper()
+	cur := &metal3v1.BareMetalHost{}
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(h), cur))
+	orig := cur.DeepCopy()
+	mutate(cur)
+	return c.Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+// forbidden asserts that err is admission's or RBAC's refusal, saying want.
+func forbidden(t *testing.T, err error, want string) {
+	t.Helper()
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), want)
+}
+
+// TestStepAccountsAreNarrow makes, as each step's own ServiceAccount on a real apiserver,
+// the writes an attacker holding that account would try: RBAC refuses what the step never
+// needs, and the step-writes admission policy refuses what RBAC cannot narrow (any field of
+// a BareMetalHost but the claim; a user's Secret).
+func TestStepAccountsAreNarrow(t *testing.T) {
+	r, ctx, admin := stepWritesRig(t)
 	ns := r.Namespace
 
 	newHost := func(name string) *metal3v1.BareMetalHost {
@@ -68,17 +95,7 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 	ours := &corev1.ObjectReference{APIVersion: bpav1.GroupVersion.String(), Kind: "Provisioning", Namespace: ns, Name: "p", UID: "uid-p"}
 	discover := stepClient(ctx, t, r, "discover-hosts")
 	patch := func(c client.Client, h *metal3v1.BareMetalHost, mutate func(*metal3v1.BareMetalHost)) error {
-		cur := &metal3v1.BareMetalHost{}
-		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(h), cur))
-		orig := cur.DeepCopy()
-		mutate(cur)
-		return c.Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	}
-	forbidden := func(t *testing.T, err error, want string) {
-		t.Helper()
-		require.Error(t, err)
-		assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%v", err)
-		assert.Contains(t, err.Error(), want)
+		return patchHostAs(t, ctx, admin, c, h, mutate)
 	}
 
 	// The policy loads asynchronously: wait until a spec change by the step is refused.
@@ -119,6 +136,13 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 			h.Annotations[bpav1.HostReleasedAtAnnotation] = "2000-01-01T00:00:00Z"
 		}), "bpa.akraino.org/ annotations")
 	})
+	t.Run("discover-hosts may not wash a host graded remediation replaced by removing its unhealthy mark", func(t *testing.T) {
+		h := newHost("h-unhealthy")
+		require.NoError(t, patch(admin, h, func(h *metal3v1.BareMetalHost) {
+			h.Annotations = map[string]string{bpav1.HostUnhealthyAnnotation: "node w1 of Provisioning tenant-a/p stayed unhealthy and was replaced"}
+		}))
+		forbidden(t, patch(discover, h, func(h *metal3v1.BareMetalHost) { delete(h.Annotations, bpav1.HostUnhealthyAnnotation) }), "bpa.akraino.org/ annotations")
+	})
 	t.Run("discover-hosts never claims for another namespace, nor takes another consumer's host", func(t *testing.T) {
 		h := newHost("h-foreign")
 		other := ours.DeepCopy()
@@ -132,7 +156,7 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 	})
 	t.Run("RBAC: steps that never write hosts cannot", func(t *testing.T) {
 		h := newHost("h-rbac")
-		for _, step := range []string{"resolve-leases", "verify", "publish-kubeconfig", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd", "renew-certificates"} {
+		for _, step := range []string{"resolve-leases", "verify", "publish-kubeconfig", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd", "renew-certificates", "check-drift", "applied-hosts", "restart-node"} {
 			err := patch(stepClient(ctx, t, r, step), h, func(h *metal3v1.BareMetalHost) { h.Spec.ConsumerRef = ours.DeepCopy() })
 			require.Error(t, err, step)
 			assert.True(t, apierrors.IsForbidden(err), "%s: %v", step, err)
@@ -156,11 +180,11 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 		require.NoError(t, publish.Delete(ctx, mine))
 	})
 	t.Run("RBAC: only verify and publish write Secrets; no step but lookup and publish reads them", func(t *testing.T) {
-		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "verify-software", "resolve-nodes", "verify", "preflight", "backup-etcd", "restore-etcd", "renew-certificates"} {
+		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "verify-software", "resolve-nodes", "verify", "preflight", "backup-etcd", "restore-etcd", "renew-certificates", "check-drift", "applied-hosts", "restart-node", "reboot-node"} {
 			err := stepClient(ctx, t, r, step).Get(ctx, client.ObjectKeyFromObject(userSecret), &corev1.Secret{})
 			assert.True(t, apierrors.IsForbidden(err), "%s read a Secret: %v", step, err)
 		}
-		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd", "renew-certificates"} {
+		for _, step := range []string{"discover-hosts", "resolve-leases", "render-inventory", "run-kubespray", "install-software", "lookup", "preflight", "backup-etcd", "restore-etcd", "renew-certificates", "check-drift", "applied-hosts", "restart-node", "reboot-node"} {
 			err := stepClient(ctx, t, r, step).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "x-", Namespace: ns,
 				Labels: map[string]string{bpav1.ManagedByLabel: bpav1.ManagedByValue}}})
 			assert.True(t, apierrors.IsForbidden(err), "%s created a Secret: %v", step, err)
@@ -183,8 +207,34 @@ func TestStepAccountsAreNarrow(t *testing.T) {
 		for _, verb := range []string{"create", "delete", "update"} {
 			assert.False(t, may("restore-etcd", verb), "restore-etcd may %s snapshots", verb)
 		}
-		for _, step := range []string{"verify", "run-kubespray", "preflight", "renew-certificates"} {
+		for _, step := range []string{"verify", "run-kubespray", "preflight", "renew-certificates", "check-drift", "restart-node"} {
 			assert.False(t, may(step, "get"), "%s may read snapshots", step)
+		}
+	})
+	t.Run("RBAC: check-drift and restart-node may read their Provisioning (check-drift: list Softwares), nothing else", func(t *testing.T) {
+		kc, err := kubernetes.NewForConfig(r.RESTConfig)
+		require.NoError(t, err)
+		may := func(step, verb, group, resource, sub string) bool {
+			t.Helper()
+			sar, err := kc.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: "system:serviceaccount:" + ns + ":bpa-step-" + step, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Subresource: sub, Name: "p"}}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			return sar.Status.Allowed
+		}
+		for _, step := range []string{"check-drift", "restart-node"} {
+			assert.True(t, may(step, "get", bpav1.GroupVersion.Group, "provisionings", ""), step)
+			assert.Equal(t, step == "check-drift", may(step, "list", bpav1.GroupVersion.Group, "softwares", ""), step)
+			for _, a := range [][4]string{
+				{"update", bpav1.GroupVersion.Group, "softwares", ""}, {"update", bpav1.GroupVersion.Group, "softwares", "status"},
+				{"list", bpav1.GroupVersion.Group, "provisionings", ""}, {"update", bpav1.GroupVersion.Group, "provisionings", ""},
+				{"patch", bpav1.GroupVersion.Group, "provisionings", "status"}, {"update", bpav1.GroupVersion.Group, "provisionings", "status"},
+				{"get", "", "secrets", ""}, {"list", "", "secrets", ""}, {"get", "", "configmaps", ""}, {"create", "", "configmaps", ""},
+				{"get", "metal3.io", "baremetalhosts", ""}, {"patch", "metal3.io", "baremetalhosts", ""},
+				{"create", "argoproj.io", "workflows", ""}, {"get", "argoproj.io", "workflows", ""}, {"create", "", "events", ""},
+			} {
+				assert.False(t, may(step, a[0], a[1], a[2], a[3]), "%s may %v", step, a)
+			}
 		}
 	})
 }

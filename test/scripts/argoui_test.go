@@ -58,7 +58,7 @@ func buildTools(t *testing.T, dir string, env []string, tools ...string) (string
 // Issue 27, item 8: without GitHub and without BPA_ARGO_UI_TARBALL, the UI build says in one
 // line what failed and what to set, before it builds anything else (the tools before it in
 // the list too); with BPA_UI_OPTIONAL (make demo, make test) it goes on without the UI,
-// saying so; and test/ui's reason is that line. Before: yarn failed after the other builds
+// saying so; and the UI scenario's reason is that line. Before: yarn failed after the other builds
 // with git's error, and make demo stopped there.
 func TestArgoUIWithoutGitHub(t *testing.T) {
 	dir := uiCheckout(t)
@@ -74,7 +74,7 @@ func TestArgoUIWithoutGitHub(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, out, string(line))
 	assert.NoDirExists(t, filepath.Join(bin, "argo-ui"))
-	assert.Equal(t, strings.TrimSpace(out), rig.ArgoUIMissing(bin), "test/ui fails with the same line")
+	assert.Equal(t, strings.TrimSpace(out), rig.ArgoUIMissing(bin), "the UI scenario fails with the same line")
 
 	out, code = buildTools(t, dir, []string{"BPA_UI_OPTIONAL=1"}, "argo-ui")
 	assert.Equal(t, 0, code, out)
@@ -82,7 +82,7 @@ func TestArgoUIWithoutGitHub(t *testing.T) {
 	assert.Equal(t, strings.TrimSpace(strings.SplitAfter(out, "\n")[0]), rig.ArgoUIMissing(bin))
 }
 
-// Without the build's line, test/ui says what to run; with the UI built, nothing is missing.
+// Without the build's line, the UI scenario says what to run; with the UI built, nothing is missing.
 func TestArgoUIMissingReasons(t *testing.T) {
 	bin := t.TempDir()
 	assert.Contains(t, rig.ArgoUIMissing(bin), "Argo's web UI was not built (bin/argo-ui/index.html missing): run hack/build-tools.sh argo-ui argo")

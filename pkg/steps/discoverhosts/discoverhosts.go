@@ -5,6 +5,11 @@
 //
 // Rerunning it is safe: hosts already claimed by this Provisioning are preferred, so a rerun
 // with the same spec and hosts chooses, and keeps, the same hosts.
+//
+// With --applied it neither matches nor claims: it lists the hosts of status.applied, for a
+// check that must only read (the drift check; the WorkflowTemplate's applied-hosts, whose
+// account may not patch a host). A spec changed since the last run, or a host whose claim was
+// taken off by hand, would otherwise make a read-only check claim hosts.
 package discoverhosts
 
 import (
@@ -33,15 +38,22 @@ import (
 func Command() *cobra.Command {
 	var cr stepio.CR
 	var output string
+	var applied bool
 	return stepcmd.Command(stepcmd.Step{
 		Name:  "discover-hosts",
 		Short: "Choose a BareMetalHost for every node of a Provisioning and claim it for the cluster",
 		Flags: func(cmd *cobra.Command) {
 			cr.AddFlags(cmd.Flags())
 			cmd.Flags().StringVar(&output, "output", stepio.Out(stepio.HostsFile), "file to write the chosen hosts to (JSON)")
+			cmd.Flags().BoolVar(&applied, "applied", false, "list the hosts of status.applied, claiming nothing (a read-only check)")
 		},
 		RunWithClient: func(ctx context.Context, c client.Client) error {
-			hosts, err := Run(ctx, c, cr, func(format string, args ...any) { fmt.Printf(format+"\n", args...) })
+			logf := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+			run := Run
+			if applied {
+				run = Applied
+			}
+			hosts, err := run(ctx, c, cr, logf)
 			if err != nil {
 				return err
 			}
@@ -53,20 +65,11 @@ func Command() *cobra.Command {
 // Run matches the Provisioning's nodes to the BareMetalHosts of its namespace and claims
 // the chosen hosts. logf reports each claim (the step's log in Argo).
 func Run(ctx context.Context, c client.Client, cr stepio.CR, logf func(string, ...any)) ([]bpav1.HostStatus, error) {
-	p, err := cr.Get(ctx, c)
+	p, me, list, err := load(ctx, c, cr)
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := translator.ClusterOf(p)
-	if err != nil {
-		return nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
-	}
-	me := hostmatch.ClaimantOf(p, cluster)
-	ns := p.HostNamespace()
-	var list metal3v1.BareMetalHostList
-	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("listing BareMetalHosts in namespace %s: %w", ns, err)
-	}
+	cluster, ns := me.Cluster, p.HostNamespace()
 	byName := make(map[string]*metal3v1.BareMetalHost, len(list.Items))
 	for i := range list.Items {
 		b := &list.Items[i]
@@ -126,6 +129,64 @@ func Run(ctx context.Context, c client.Client, cr stepio.CR, logf func(string, .
 		return nil, err
 	}
 	return hosts, nil
+}
+
+// Applied lists the hosts of the Provisioning's status.applied (those a run left in the
+// cluster) and writes nothing. It reads the namespace's BareMetalHosts only to say, for each,
+// whether this Provisioning still holds it: a claim taken off by hand is worth a line in the
+// check's log, not a new claim.
+func Applied(ctx context.Context, c client.Client, cr stepio.CR, logf func(string, ...any)) ([]bpav1.HostStatus, error) {
+	p, me, list, err := load(ctx, c, cr)
+	if err != nil {
+		return nil, err
+	}
+	if p.Status.Applied == nil || len(p.Status.Applied.Hosts) == 0 {
+		return nil, fmt.Errorf("Provisioning %s: status.applied lists no host: the cluster was never built", p.Name)
+	}
+	ns := p.HostNamespace()
+	byName := make(map[string]*metal3v1.BareMetalHost, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	var hosts []bpav1.HostStatus
+	for _, h := range p.Status.Applied.Hosts {
+		if h.Removing {
+			continue
+		}
+		switch b := byName[h.BareMetalHost]; {
+		case h.BareMetalHost == "":
+			logf("node %s: IP %s (no BareMetalHost)", h.Name, h.IP)
+		case b == nil:
+			logf("node %s: BareMetalHost %s/%s is gone; the check reads the node at its applied IP %s", h.Name, ns, h.BareMetalHost, h.IP)
+		case b.Spec.ConsumerRef == nil:
+			logf("node %s: BareMetalHost %s/%s has no claim (spec.consumerRef); this check claims nothing", h.Name, ns, b.Name)
+		case !me.Owns(b.Spec.ConsumerRef):
+			logf("node %s: BareMetalHost %s/%s is claimed by %s, not Provisioning %s; this check claims nothing", h.Name, ns, b.Name, hostmatch.Describe(b.Spec.ConsumerRef), p.Name)
+		default:
+			logf("node %s: BareMetalHost %s/%s", h.Name, ns, b.Name)
+		}
+		hosts = append(hosts, h)
+	}
+	logf("Provisioning %s: %d applied nodes, nothing claimed", p.Name, len(hosts))
+	return hosts, nil
+}
+
+// load reads the Provisioning, its claimant identity and the BareMetalHosts of its host
+// namespace.
+func load(ctx context.Context, c client.Client, cr stepio.CR) (*bpav1.Provisioning, hostmatch.Claimant, *metal3v1.BareMetalHostList, error) {
+	p, err := cr.Get(ctx, c)
+	if err != nil {
+		return nil, hostmatch.Claimant{}, nil, err
+	}
+	cluster, err := translator.ClusterOf(p)
+	if err != nil {
+		return nil, hostmatch.Claimant{}, nil, fmt.Errorf("Provisioning %s: %w", p.Name, err)
+	}
+	list := &metal3v1.BareMetalHostList{}
+	if err := c.List(ctx, list, client.InNamespace(p.HostNamespace())); err != nil {
+		return nil, hostmatch.Claimant{}, nil, fmt.Errorf("listing BareMetalHosts in namespace %s: %w", p.HostNamespace(), err)
+	}
+	return p, hostmatch.ClaimantOf(p, cluster), list, nil
 }
 
 // claimWorkers bounds the claim patches in flight.

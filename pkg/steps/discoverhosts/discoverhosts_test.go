@@ -107,6 +107,39 @@ func TestDiscoverAndClaim(t *testing.T) {
 	assert.Equal(t, hosts, back)
 }
 
+// TestAppliedClaimsNothing: a read-only check lists status.applied's hosts and writes
+// nothing, though the spec now asks for a node more and one applied host lost its claim by
+// hand: Run would claim both (a new host for the new node, the old one back).
+func TestAppliedClaimsNothing(t *testing.T) {
+	p, bmhs := example(t, "provisioning-by-resources")
+	c := newClient(append(bmhs, p)...)
+	cr := stepio.CR{Namespace: ns, Name: p.Name}
+	hosts, err := Run(context.Background(), c, cr, func(string, ...any) {})
+	require.NoError(t, err)
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+	p.Status.Applied = &bpav1.AppliedState{Hosts: append(hosts, bpav1.HostStatus{Name: "worker-9", BareMetalHost: "node-gone", IP: "10.0.0.9", Removing: true})}
+	p.Spec.Workers = append(p.Spec.Workers, bpav1.NodeEntry{"worker-3": nil}) // a scale-out not run yet
+	require.NoError(t, c.Update(context.Background(), p))
+	b := &metal3v1.BareMetalHost{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "node-07"}, b))
+	b.Spec.ConsumerRef, b.Labels = nil, nil
+	require.NoError(t, c.Update(context.Background(), b))
+	before := claims(t, c)
+
+	var log []string
+	got, err := Applied(context.Background(), c, cr, func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) })
+	require.NoError(t, err)
+	assert.Equal(t, hosts, got, "the applied hosts, without the one being removed")
+	assert.Equal(t, before, claims(t, c), "nothing claimed")
+	assert.Contains(t, log, "node worker-1: BareMetalHost bpa/node-07 has no claim (spec.consumerRef); this check claims nothing")
+	assert.Contains(t, log, "Provisioning provisioning-by-resources: 3 applied nodes, nothing claimed")
+
+	p.Status.Applied = nil
+	require.NoError(t, c.Update(context.Background(), p))
+	_, err = Applied(context.Background(), c, cr, func(string, ...any) {})
+	assert.EqualError(t, err, "Provisioning provisioning-by-resources: status.applied lists no host: the cluster was never built")
+}
+
 func TestAnotherClusterCannotTakeClaimedHosts(t *testing.T) {
 	p, bmhs := example(t, "provisioning-by-mac")
 	bmhs[0].(*metal3v1.BareMetalHost).Labels = map[string]string{bpav1.HostClaimLabel: "cluster-xyz"}

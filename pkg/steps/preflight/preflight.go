@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
+	"github.com/akraino-edge-stack/bpa/pkg/clusterdrift"
 	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/offlinecheck"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
@@ -104,7 +105,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	kept := kept(hosts)
+	kept := bpav1.KeptHosts(hosts)
 	cfg := o.ssh.Config(o.flags, p.Spec.SSH)
 	cfg.Logf = o.logf
 	applied := p.Status.Applied
@@ -176,19 +177,10 @@ var errNoAPI = errors.New("skipped: the cluster's API could not be asked (see no
 // clusterClient fetches admin.conf from the first master, as verify does, and builds a
 // client with it.
 func (o *options) clusterClient(ctx context.Context, hosts []bpav1.HostStatus, cfg sshexec.Config) (kubernetes.Interface, error) {
-	master, err := kubeconfig.FirstMaster(hosts)
+	rc, master, err := kubeconfig.AdminREST(ctx, hosts, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", apiPrefix, err)
 	}
-	conf, err := kubeconfig.FetchAdmin(ctx, master, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", apiPrefix, err)
-	}
-	rc, err := kubeconfig.RESTConfig(conf)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", apiPrefix, err)
-	}
-	rc.Timeout = 30 * time.Second
 	o.logf("fetched %s from %s; API server %s", kubeconfig.AdminConfPath, master.Name, rc.Host)
 	cs, err := o.newClusterClient(rc)
 	if err != nil {
@@ -253,27 +245,15 @@ func (o *options) offline(ctx context.Context, hosts []bpav1.HostStatus, cfg ssh
 }
 
 func (o *options) kubeadmConfig(ctx context.Context, cs kubernetes.Interface, applied *bpav1.AppliedState) error {
-	data, err := KubeadmConfig(ctx, cs)
+	data, err := clusterdrift.KubeadmConfig(ctx, cs)
 	if err != nil {
 		return err
 	}
-	drift, err := Drift(data, applied, o.kubernetesVersion)
+	drift, err := clusterdrift.Kubeadm(data, applied, o.kubernetesVersion)
 	if err != nil || len(drift) == 0 {
 		return err
 	}
-	return fmt.Errorf("kube-system/%s differs from what BPA applied: %s; the cluster was changed outside BPA: set it back, or make the spec say what the cluster is", KubeadmConfigMap, strings.Join(drift, "; "))
-}
-
-// kept are the hosts the cluster keeps (an upgrade removes none; a host the hosts file marks
-// Removing is not the upgrade's).
-func kept(hosts []bpav1.HostStatus) []bpav1.HostStatus {
-	var out []bpav1.HostStatus
-	for _, h := range hosts {
-		if !h.Removing {
-			out = append(out, h)
-		}
-	}
-	return out
+	return fmt.Errorf("kube-system/%s differs from what BPA applied: %s; the cluster was changed outside BPA: set it back, or make the spec say what the cluster is", clusterdrift.KubeadmConfigMap, strings.Join(drift, "; "))
 }
 
 func targets(hosts []bpav1.HostStatus) []sshexec.Target {

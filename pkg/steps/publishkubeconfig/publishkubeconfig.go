@@ -108,8 +108,14 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	}
 
 	if staging != nil {
-		if err := o.publishSecret(ctx, c, p, cluster, staging.Data[kubeconfig.SecretKey]); err != nil {
+		if err := o.publishSecret(ctx, c, p, cluster, kubeconfig.PublishedSecretName(cluster), staging.Data[kubeconfig.SecretKey]); err != nil {
 			return err
+		}
+		// verify stages the node-reader kubeconfig where spec.remediation asks for it.
+		if nr := staging.Data[kubeconfig.NodeReaderKey]; len(nr) > 0 {
+			if err := o.publishSecret(ctx, c, p, cluster, kubeconfig.NodeReaderSecretName(cluster), nr); err != nil {
+				return err
+			}
 		}
 	}
 	if err := o.publishConfigMap(ctx, c, p, cluster, addresses); err != nil {
@@ -137,8 +143,9 @@ func (o *options) alreadyPublished(ctx context.Context, c client.Client, cluster
 	return s.Annotations[kubeconfig.WorkflowAnnotation] == o.workflowName, nil
 }
 
-func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.cr.Namespace, Name: kubeconfig.PublishedSecretName(cluster)}}
+// publishSecret publishes the kubeconfig conf as the Secret name, owned by p.
+func (o *options) publishSecret(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster, name string, conf []byte) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.cr.Namespace, Name: name}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c, s, func() error {
 		// A Secret's type cannot change; one of another type is not ours to replace.
 		if s.Type != "" && s.Type != kubeconfig.PublishedSecretType {

@@ -99,6 +99,9 @@ func TestPublish(t *testing.T) {
 	if strings.Contains(strings.Join(*logs, "\n"), "credentials") {
 		t.Error("the kubeconfig was logged")
 	}
+	if _, ok := get(t, c, "c1-node-reader", &corev1.Secret{}); ok {
+		t.Error("a node-reader Secret published though verify staged none")
+	}
 
 	// A retry after everything was done (staging already deleted) converges.
 	if err := o.run(context.Background(), c); err != nil {
@@ -223,5 +226,27 @@ func TestPublishNeverTakesOverFromALiveProvisioning(t *testing.T) {
 	s, _ := get(t, c, "c1-kubeconfig", &corev1.Secret{})
 	if string(s.Data["value"]) != "theirs" || s.OwnerReferences[0].UID != "uid-a" {
 		t.Errorf("the victim's kubeconfig changed: owners %v", s.OwnerReferences)
+	}
+}
+
+// With spec.remediation, verify stages the node-reader kubeconfig beside the admin's: it is
+// published as <cluster>-node-reader, owned by the Provisioning like the kubeconfig, and
+// the admin kubeconfig is not in it.
+func TestPublishNodeReader(t *testing.T) {
+	st := staging()
+	st.Data["node-reader"] = []byte("node reader's kubeconfig")
+	o, c, _ := setUp(t, provisioning(), st)
+	if err := o.run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := get(t, c, "c1-node-reader", &corev1.Secret{})
+	if !ok {
+		t.Fatal("no c1-node-reader")
+	}
+	if !reflect.DeepEqual(s.Data, map[string][]byte{"value": []byte("node reader's kubeconfig")}) || s.Labels["app.kubernetes.io/managed-by"] != "bpa" {
+		t.Errorf("node-reader Secret: data %q labels %v", s.Data, s.Labels)
+	}
+	if !reflect.DeepEqual(s.OwnerReferences, wantOwner) {
+		t.Errorf("node-reader owners %+v", s.OwnerReferences)
 	}
 }

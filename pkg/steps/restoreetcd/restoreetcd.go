@@ -11,7 +11,11 @@
 //     cannot be reached or read stops it here, nothing changed.
 //  3. It stops the control plane: kubeadm's static-pod manifests of kube-apiserver,
 //     kube-controller-manager and kube-scheduler move out of /etc/kubernetes/manifests, so
-//     the kubelet stops them and nothing writes while etcd is replaced.
+//     the kubelet stops them and nothing writes while etcd is replaced; it then waits until
+//     `crictl ps` lists none of their containers on any master, since the kubelet stops
+//     them a while after the move, and an API server that lives through a restore keeps
+//     serving the revisions the snapshot undid (Kubernetes' "Restoring an etcd cluster":
+//     stop every API server first).
 //  4. It stops etcd on every member (systemctl, the unit kubespray installs) and sets each
 //     member's data aside (<data dir>/member → member.before-restore-<time>; kubespray
 //     deletes it, BPA keeps it: nothing is lost).
@@ -76,6 +80,15 @@ const (
 
 // ControlPlaneManifests are kubeadm's static pods that use etcd, stopped during a restore.
 var ControlPlaneManifests = []string{"kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"}
+
+// ControlPlaneContainers matches the containers of ControlPlaneManifests' pods by name, as
+// `crictl ps --name` filters (a regular expression): kubeadm names each after its component.
+const ControlPlaneContainers = "^(kube-apiserver|kube-controller-manager|kube-scheduler)$"
+
+// StopTimeout bounds the wait for the kubelet to stop the control plane's containers: it
+// notices a manifest's removal at once (inotify) or within its 20 s fileCheckFrequency, and
+// a container has its 30 s grace period to stop.
+var StopTimeout = 2 * time.Minute
 
 // Command returns `bpa step restore-etcd`.
 func Command() *cobra.Command {

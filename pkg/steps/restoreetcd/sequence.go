@@ -67,9 +67,37 @@ func (o *options) stopControlPlane(ctx context.Context, hs *hostSet) error {
 				}
 			}
 		}
-		o.logf("%s: control plane stopped (%s moved to %s)", m.Name, strings.Join(ControlPlaneManifests, ", "), StoppedDir)
+		o.logf("%s: control plane stopping (%s moved to %s)", m.Name, strings.Join(ControlPlaneManifests, ", "), StoppedDir)
+	}
+	for _, m := range hs.masters {
+		if err := o.awaitStopped(ctx, m); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// awaitStopped waits until the kubelet of master m has stopped the control plane's
+// containers (`crictl ps` lists none), within StopTimeout.
+func (o *options) awaitStopped(ctx context.Context, m master) error {
+	ctx, cancel := context.WithTimeout(ctx, StopTimeout)
+	defer cancel()
+	argv := []string{"crictl", "ps", "--name", ControlPlaneContainers, "-q"}
+	for {
+		out, err := run(ctx, m.conn, m.Name, argv...)
+		if err == nil && len(strings.TrimSpace(string(out))) == 0 {
+			o.logf("%s: control plane stopped (crictl ps lists none of its containers)", m.Name)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				return fmt.Errorf("%s: after %s the kubelet still runs control-plane containers (crictl ps: %s)", m.Name, StopTimeout, strings.Join(strings.Fields(string(out)), ", "))
+			}
+			return fmt.Errorf("waiting for the kubelet to stop the control plane: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // startControlPlane moves the manifests back, on every host it can; a failure is logged

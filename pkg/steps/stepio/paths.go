@@ -56,6 +56,9 @@ const (
 	// CertificatesFile is verify's reading of the cluster's certificates (Certificates),
 	// which the controller mirrors into status.certificates.
 	CertificatesFile = "certificates.json"
+	// DriftFile is check-drift's finding (Drift): each field that differs from
+	// status.applied, and each Node's Ready condition.
+	DriftFile = "drift.json"
 )
 
 // ScratchDir is where a step writes what is its own and large (backup-etcd's snapshot and
@@ -65,7 +68,7 @@ const ScratchDir = "/tmp/bpa/scratch"
 // Files lists every file name above: the templates may name no other under InDir or OutDir
 // (besides lookup's one file per parameter, Out(parameter)).
 var Files = []string{HostsFile, InventoryFile, ExtraVarsFile, OperationsFile, ArtifactsCAFile,
-	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, RestoreFile, RenewalFile, BackupServerCAFile, CertificatesFile}
+	NodesFile, NamesFile, NodesHashFile, ResultFile, ResultsFile, BackupFile, RestoreFile, RenewalFile, BackupServerCAFile, CertificatesFile, DriftFile}
 
 // In is where a step finds its input name.
 func In(name string) string { return path.Join(InDir, name) }

@@ -292,7 +292,7 @@ func servedChain(ctx context.Context, rc *rest.Config, master string) ([]bpav1.C
 // a host whose files cannot be read is named in the output's problems.
 func (o *options) checkCertificates(ctx context.Context, hosts []bpav1.HostStatus, cfg sshexec.Config, rc *rest.Config, master string) error {
 	start := time.Now()
-	kept := Expected(hosts)
+	kept := bpav1.KeptHosts(hosts)
 	targets := make([]sshexec.Target, len(kept))
 	for i, h := range kept {
 		targets[i] = sshexec.Target{Name: h.Name, Addr: h.IP}

@@ -140,7 +140,7 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	master, err := kubeconfig.FirstMaster(Expected(hosts))
+	master, err := kubeconfig.FirstMaster(bpav1.KeptHosts(hosts))
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,14 @@ func (o *options) run(ctx context.Context, c client.Client) error {
 	if err := o.waitHealthy(ctx, cs, hosts, kubelet); err != nil {
 		return err
 	}
-	if err := o.stage(ctx, c, p, cluster, conf); err != nil {
+	var nodeReader []byte
+	if p.Spec.Remediation != nil {
+		// The controller's only credential for the cluster: it reads Nodes, nothing else.
+		if nodeReader, err = kubeconfig.EnsureNodeReader(ctx, cs, rc); err != nil {
+			return fmt.Errorf("the node-reader account remediation reads Nodes with: %w", err)
+		}
+	}
+	if err := o.stage(ctx, c, p, cluster, conf, nodeReader); err != nil {
 		return err
 	}
 	return o.checkCertificates(ctx, hosts, sshCfg, rc, master.Name)
@@ -188,7 +195,7 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 			return fmt.Errorf("removal did not take effect: %s", Summarize(lingering))
 		}
 		if err == nil && len(missing) == 0 {
-			expected := Expected(hosts)
+			expected := bpav1.KeptHosts(hosts)
 			for _, h := range expected {
 				o.logf("node %s (%s, %s): Ready", h.Name, h.IP, strings.Join(h.Roles, ","))
 			}
@@ -227,7 +234,7 @@ func (o *options) waitHealthy(ctx context.Context, cs kubernetes.Interface, host
 // for a retried Workflow a merge patch of the one it made before. Neither reads a Secret, so
 // the step's account may create and patch Secrets but read none (and write only BPA's
 // own: see config/admission/step-writes.yaml).
-func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf []byte) error {
+func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provisioning, cluster string, conf, nodeReader []byte) error {
 	s := &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.cr.Namespace, Name: kubeconfig.StagingSecretName(o.workflowName),
@@ -246,6 +253,9 @@ func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provision
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{kubeconfig.SecretKey: conf},
 	}
+	if nodeReader != nil {
+		s.Data[kubeconfig.NodeReaderKey] = nodeReader
+	}
 	err := c.Create(ctx, s.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
 		err = c.Patch(ctx, s, client.Merge)
@@ -256,17 +266,6 @@ func (o *options) stage(ctx context.Context, c client.Client, p *bpav1.Provision
 	}
 	o.logf("kubeconfig staged in Secret %s/%s for publish-kubeconfig", s.Namespace, s.Name)
 	return nil
-}
-
-// Expected are the hosts the run leaves in the cluster: all but those it removes.
-func Expected(hosts []bpav1.HostStatus) []bpav1.HostStatus {
-	var out []bpav1.HostStatus
-	for _, h := range hosts {
-		if !h.Removing {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // KubeletVersion is a Kubernetes version as a Node reports its kubelet's (v1.32.5), from
@@ -309,7 +308,7 @@ func Check(ctx context.Context, cs kubernetes.Interface, hosts []bpav1.HostStatu
 	}
 	var missing []string
 	kept := map[string]bool{}
-	for _, h := range Expected(hosts) {
+	for _, h := range bpav1.KeptHosts(hosts) {
 		n := byName[h.Name]
 		if n == nil && h.IP != "" {
 			n = byIP[h.IP]

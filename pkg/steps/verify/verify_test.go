@@ -28,7 +28,9 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,6 +44,7 @@ import (
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
 	"github.com/akraino-edge-stack/bpa/pkg/apis/scheme"
+	"github.com/akraino-edge-stack/bpa/pkg/kubeconfig"
 	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
@@ -330,6 +333,14 @@ func TestRunStagesKubeconfig(t *testing.T) {
 		t.Errorf("master-2 was contacted: %v", calls)
 	}
 	e.assertNoSecretsLogged(t)
+	if _, ok := s.Data[kubeconfig.NodeReaderKey]; ok {
+		t.Error("a node-reader kubeconfig staged without spec.remediation")
+	}
+	if acts := e.cs.Actions(); slices.ContainsFunc(acts, func(a k8stesting.Action) bool {
+		return a.GetVerb() != "list" && a.GetVerb() != "get" && a.GetVerb() != "watch"
+	}) {
+		t.Errorf("verify wrote to the cluster without spec.remediation: %v", acts)
+	}
 
 	// A retry of the step (same Workflow) rewrites the Secret instead of failing.
 	if err := e.o.run(context.Background(), e.c); err != nil {
@@ -615,4 +626,48 @@ func TestNodesLeftBehindByAnUpgrade(t *testing.T) {
 
 	// A run that did not upgrade has no nodes behind: it waits out its timeout as before.
 	assert.Nil(t, (&options{}).behind(problems, "v1.31.4", map[string]time.Time{}))
+}
+
+// With spec.remediation, verify also makes the node-reader account (Nodes only) in the new
+// cluster and stages its kubeconfig, the admin's server and a token of that account, beside
+// the admin kubeconfig.
+func TestRunStagesNodeReader(t *testing.T) {
+	e := newEnv(t, healthyNodes...)
+	p := &bpav1.Provisioning{}
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "bpa", Name: "prov"}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Remediation = &bpav1.Remediation{}
+	if err := e.c.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	e.cs.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "token" {
+			return false, nil, nil
+		}
+		return true, &authenticationv1.TokenRequest{Status: authenticationv1.TokenRequestStatus{Token: "nr-token"}}, nil
+	})
+	if err := e.o.run(context.Background(), e.c); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := e.staged(t)
+	if !ok {
+		t.Fatal("no staging Secret")
+	}
+	rc, err := kubeconfig.RESTConfig(s.Data[kubeconfig.NodeReaderKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Host != "https://127.0.1.40:6443" || rc.BearerToken != "nr-token" || len(rc.CAData) == 0 {
+		t.Errorf("node-reader kubeconfig: server %s, token %q, CA %d bytes", rc.Host, rc.BearerToken, len(rc.CAData))
+	}
+	role, err := e.cs.RbacV1().ClusterRoles().Get(context.Background(), kubeconfig.NodeReader, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("node-reader rules %+v", role.Rules)
+	}
+	e.assertNoSecretsLogged(t)
 }

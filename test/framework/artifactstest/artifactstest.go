@@ -37,20 +37,23 @@ import (
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 )
 
-// InstallRoles creates the ClusterRoles of config/serve/rbac.yaml, as a deployment has them.
+// InstallRoles creates the ClusterRoles of config/serve/rbac.yaml and
+// config/rbac/metrics_reader_role.yaml (bpa-metrics-reader), as a deployment has them.
 func InstallRoles(ctx context.Context, t testing.TB, r *rig.Rig) {
 	root, err := rig.RepoRoot()
 	require.NoError(t, err)
-	raw, err := os.ReadFile(filepath.Join(root, "config", "serve", "rbac.yaml"))
-	require.NoError(t, err)
 	kc := kubernetes.NewForConfigOrDie(r.RESTConfig)
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		var role rbacv1.ClusterRole
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &role))
-		if role.Kind == "ClusterRole" {
-			// Once per rig: tests on one node's sites share it.
-			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
-				require.NoError(t, err)
+	for _, file := range []string{filepath.Join("serve", "rbac.yaml"), filepath.Join("rbac", "metrics_reader_role.yaml")} {
+		raw, err := os.ReadFile(filepath.Join(root, "config", file))
+		require.NoError(t, err)
+		for _, doc := range strings.Split(string(raw), "\n---\n") {
+			var role rbacv1.ClusterRole
+			require.NoError(t, yaml.Unmarshal([]byte(doc), &role))
+			if role.Kind == "ClusterRole" {
+				// Once per rig: tests on one node's sites share it.
+				if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+					require.NoError(t, err)
+				}
 			}
 		}
 	}

@@ -197,9 +197,12 @@ func (n *Node) inMountNS(name, bin string, args ...string) (*rig.Process, error)
 		fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.mountNS.Pid()), "--", filepath.Join(n.Rig.BinDir, bin)}, args...)...)
 }
 
-func (n *Node) startContainerd(ctx context.Context) error {
+func (n *Node) startContainerd(ctx context.Context) error { return n.runContainerd(ctx, "containerd") }
+
+// runContainerd starts containerd, logging to <name>.log, and waits until it answers.
+func (n *Node) runContainerd(ctx context.Context, name string) error {
 	var err error
-	if n.containerd, err = n.inMountNS("containerd", "containerd", "--config", n.files.path("containerd.toml")); err != nil {
+	if n.containerd, err = n.inMountNS(name, "containerd", "--config", n.files.path("containerd.toml")); err != nil {
 		return err
 	}
 	return n.containerd.WaitReady(ctx, 30*time.Second, func(ctx context.Context) error {
@@ -236,9 +239,13 @@ func (n *Node) Push(ctx context.Context, built ...images.Built) error {
 	return n.registry.writeHosts(n.files.path("certs.d"), refs)
 }
 
-func (n *Node) startKubelet(ctx context.Context) error {
+func (n *Node) startKubelet(ctx context.Context) error { return n.runKubelet(ctx, "kubelet") }
+
+// runKubelet starts the kubelet, logging to <name>.log, and waits until the Node is Ready
+// and untainted.
+func (n *Node) runKubelet(ctx context.Context, name string) error {
 	var err error
-	n.kubelet, err = n.inMountNS("kubelet", "kubelet", "--config="+n.files.path("kubelet.yaml"),
+	n.kubelet, err = n.inMountNS(name, "kubelet", "--config="+n.files.path("kubelet.yaml"),
 		"--kubeconfig="+n.files.KubeletKubeconfig, "--root-dir="+n.files.path("kubelet"),
 		"--hostname-override="+Name, "--node-ip="+Address.String(), "--v=2")
 	if err != nil {

@@ -49,6 +49,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("pods run in the node's processes, and a container straight on containerd in its cgroup root", e.podsRun)
 	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
 	t.Run("the bridge keeps its MAC address as ports come and go", e.bridgeMAC)
+	t.Run("a pod runs on across kill -9 of containerd and of the kubelet, each restarted", e.daemonsKilled)
 
 	t.Run("Stop leaves nothing on the machine", func(t *testing.T) {
 		dir := n.Rig.Dir

@@ -198,35 +198,43 @@ func (r *Rig) startWorkflowController(ctx context.Context) error {
 	if _, err := c.CoreV1().ConfigMaps(ArgoNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	return r.runWorkflowController(ctx)
+}
+
+// runWorkflowController starts Argo's controller process (again, after a kill) and waits
+// for it to have loaded its configuration.
+func (r *Rig) runWorkflowController(ctx context.Context) error {
 	image := r.opts.ExecutorImage
 	if image == "" {
 		image = "quay.io/argoproj/argoexec:" + ArgoVersion
 	}
-	p, err := r.Spawn("workflow-controller",
-		[]string{
-			"LEADER_ELECTION_DISABLE=true",
-			// Pod and task-result events requeue a Workflow after this delay
-			// (default 10 s, so a two-step DAG took 20 s; Argo's own e2e tests use
-			// 1s). Each step pod ends in a few such events; Argo copes with an
-			// informer a little behind (a conflicting update is requeued).
-			"DEFAULT_REQUEUE_TIME=250ms",
-		},
-		"workflow-controller",
-		"--kubeconfig="+r.Kubeconfig,
-		"--namespace="+ArgoNamespace,
-		"--executor-image="+image,
-	)
-	if err != nil {
-		return err
-	}
-	// No readiness endpoint of its own (:6060 may belong to another rig): the
-	// log line follows a successful config load; informers sync right after
-	// and Workflows created meanwhile are picked up by the initial list.
-	return waitFor(ctx, p, 60*time.Second, func(context.Context) error {
-		if grepFile(p.logPath, "Starting Workflow Controller") {
-			return nil
+	return r.wfc.start(func(name string) (*Process, error) {
+		p, err := r.Spawn(name,
+			[]string{
+				"LEADER_ELECTION_DISABLE=true",
+				// Pod and task-result events requeue a Workflow after this delay
+				// (default 10 s, so a two-step DAG took 20 s; Argo's own e2e tests use
+				// 1s). Each step pod ends in a few such events; Argo copes with an
+				// informer a little behind (a conflicting update is requeued).
+				"DEFAULT_REQUEUE_TIME=250ms",
+			},
+			"workflow-controller",
+			"--kubeconfig="+r.Kubeconfig,
+			"--namespace="+ArgoNamespace,
+			"--executor-image="+image,
+		)
+		if err != nil {
+			return nil, err
 		}
-		return fmt.Errorf("no %q in log yet", "Starting Workflow Controller")
+		// No readiness endpoint of its own (:6060 may belong to another rig): the
+		// log line follows a successful config load; informers sync right after
+		// and Workflows created meanwhile are picked up by the initial list.
+		return p, waitFor(ctx, p, 60*time.Second, func(context.Context) error {
+			if grepFile(p.logPath, "Starting Workflow Controller") {
+				return nil
+			}
+			return fmt.Errorf("no %q in log yet", "Starting Workflow Controller")
+		})
 	})
 }
 

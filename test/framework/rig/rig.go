@@ -107,6 +107,11 @@ type Rig struct {
 	opts    Options
 	ca      *certAuthority
 	etcdURL string
+	// etcd, main and wfc are the rig's own etcd, apiserver and workflow-controller, kept so
+	// a test can kill and restart them (faults.go).
+	etcd etcdRun
+	main *AppAPIServer
+	wfc  restartable
 
 	mu      sync.Mutex
 	procs   []*Process
@@ -137,7 +142,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rig{Dir: dir, Namespace: opts.Namespace, BinDir: opts.BinDir, LogDir: opts.LogDir, opts: opts}
+	r := &Rig{Dir: dir, Namespace: opts.Namespace, BinDir: opts.BinDir, LogDir: opts.LogDir, opts: opts, wfc: restartable{name: "workflow-controller"}}
 	if r.LogDir == "" {
 		r.LogDir = filepath.Join(dir, "logs")
 	}
@@ -160,6 +165,7 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.main = main
 	r.URL, r.AdminToken, r.Kubeconfig, r.RESTConfig = main.URL, main.Token, main.Kubeconfig, main.RESTConfig
 	if !opts.NoArgoCRDs {
 		if err = r.installArgoCRDs(ctx); err != nil {
@@ -341,15 +347,15 @@ func (r *Rig) Spawn(name string, env []string, bin string, args ...string) (*Pro
 
 // startEtcd runs the rig's etcd.
 func (r *Rig) startEtcd(ctx context.Context) error {
-	spec := &etcdSpec{dataDir: filepath.Join(r.Dir, "etcd")}
+	r.etcd = etcdRun{restartable: restartable{name: "etcd"}, spec: etcdSpec{dataDir: filepath.Join(r.Dir, "etcd")}}
 	if n := r.opts.EtcdMaxRequestBytes; n > 0 {
-		spec.extra = append(spec.extra, "--max-request-bytes="+strconv.Itoa(n))
+		r.etcd.spec.extra = append(r.etcd.spec.extra, "--max-request-bytes="+strconv.Itoa(n))
 	}
-	var err error
-	r.etcdURL, err = runEtcd(ctx, spec, func(args []string) (*Process, error) {
-		return r.Spawn("etcd", nil, "etcd", args...)
-	})
-	return err
+	if err := r.runEtcd(ctx); err != nil {
+		return err
+	}
+	r.etcdURL = r.etcd.spec.url()
+	return nil
 }
 
 // AppAPIServer is a kube-apiserver of the rig's: the main one, or one standing in for the
@@ -364,6 +370,10 @@ type AppAPIServer struct {
 	// Etcd is the application cluster's etcd; nil for the rig's main apiserver, which is on
 	// the rig's own.
 	Etcd *AppEtcd
+	// AuditLog is an application cluster's audit log (JSON lines, every request at the
+	// Metadata level: who, verb, resource, user agent), so a test can prove what a step
+	// did to it; "" for the rig's main apiserver.
+	AuditLog string
 
 	rig  *Rig
 	run  restartable // named as the spec
@@ -418,7 +428,7 @@ func (r *Rig) StartAppAPIServerFor(ctx context.Context, name string, hosts *net.
 		return nil, err
 	}
 	// kubeadm's prefix, so keys are where an operator of the cluster's etcd finds them.
-	spec := apiServerSpec{name: name + "-apiserver", etcdPrefix: "/registry", bind: "0.0.0.0", certIPs: ips, etcd: etcd}
+	spec := apiServerSpec{name: name + "-apiserver", etcdPrefix: "/registry", bind: "0.0.0.0", certIPs: ips, etcd: etcd, audit: true}
 	if n := r.opts.Node; n != nil {
 		// Pods and the simulated hosts reach it on the node's address.
 		spec.host = n.Address.String()
@@ -436,7 +446,16 @@ type apiServerSpec struct {
 	users            []user   // static tokens besides the admin's
 	args             []string // replace defaultAPIServerArgs
 	etcd             *AppEtcd // nil: the rig's etcd
+	audit            bool     // keep an audit log (AppAPIServer.AuditLog)
 }
+
+// auditPolicy records every request at the Metadata level, once (at ResponseComplete).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Metadata
+`
 
 // defaultAPIServerArgs are the flags of an apiserver without a real node.
 var defaultAPIServerArgs = []string{
@@ -476,11 +495,21 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 	if spec.etcd != nil {
 		etcdArgs = spec.etcd.apiServerArgs()
 	}
+	var auditLog string
+	var auditArgs []string
+	if spec.audit {
+		auditLog = f("audit.log")
+		if err := os.WriteFile(f("audit-policy.yaml"), []byte(auditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		auditArgs = []string{"--audit-policy-file=" + f("audit-policy.yaml"), "--audit-log-path=" + auditLog,
+			"--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=100"}
+	}
 	var srv *AppAPIServer
 	err := retryPorts(func() error {
 		port := freePort()
 		url := fmt.Sprintf("https://%s:%d", spec.host, port)
-		args := slices.Concat(etcdArgs, []string{
+		args := slices.Concat(etcdArgs, auditArgs, []string{
 			"--etcd-prefix=" + spec.etcdPrefix,
 			"--bind-address=" + spec.bind,
 			"--advertise-address=" + spec.host,
@@ -502,7 +531,7 @@ func (r *Rig) startAPIServer(ctx context.Context, spec apiServerSpec) (*AppAPISe
 			"--kubelet-client-key=" + r.file(kubeletClientKey),
 			"--kubelet-preferred-address-types=InternalIP",
 		}, spec.args)
-		s := &AppAPIServer{URL: url, Port: port, CAData: r.CAData, Token: token, Kubeconfig: f("kubeconfig"), Etcd: spec.etcd,
+		s := &AppAPIServer{URL: url, Port: port, CAData: r.CAData, Token: token, Kubeconfig: f("kubeconfig"), Etcd: spec.etcd, AuditLog: auditLog,
 			rig: r, run: restartable{name: spec.name}, args: args}
 		if err := s.Start(ctx); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,6 +26,16 @@ const EnvAPIServerRestart = "BPA_SIM_APISERVER_RESTART"
 
 // DefaultAPIServerRestart is a few seconds, as a real kube-apiserver takes to start.
 const DefaultAPIServerRestart = 3 * time.Second
+
+// EnvKubeletStop is how long a machine's kubelet runs a static pod after its manifest left
+// the manifests folder (a Go duration, read from the test process's environment); empty:
+// DefaultKubeletStop. A real kubelet notices the removal (inotify, else its 20 s
+// fileCheckFrequency) and then stops the pod's containers within their grace period, so a
+// client that moves a manifest away must wait for the pod to stop (`crictl ps`).
+const EnvKubeletStop = "BPA_SIM_KUBELET_STOP"
+
+// DefaultKubeletStop is a few seconds: the kubelet's inotify and a container's SIGTERM.
+const DefaultKubeletStop = 3 * time.Second
 
 // ManifestsDir is the kubelet's static pod folder, where kubeadm writes the control plane's.
 const ManifestsDir = "/etc/kubernetes/manifests"
@@ -60,6 +71,32 @@ type apiServerPod struct {
 	listeners []net.Listener
 	conns     map[net.Conn]bool
 	cert      *tls.Certificate // loaded at the pod's start (the first handshake after it)
+	// gone is when each component's manifest was first seen missing (zero: it was there at
+	// the last look; absent: never looked at), for the kubelet's delay in stopping the pod
+	// (EnvKubeletStop).
+	gone map[string]time.Time
+}
+
+// appPlanes holds every machine's apiServerPod by the application etcd they front the
+// apiserver of, so an etcd host's unit can ask whether any of the cluster's API servers
+// runs (runningAPIServers).
+var appPlanes = struct {
+	sync.Mutex
+	pods map[*rig.AppEtcd][]*apiServerPod
+}{pods: map[*rig.AppEtcd][]*apiServerPod{}}
+
+// runningAPIServers names the machines fronting e's apiserver whose kube-apiserver pod runs.
+func runningAPIServers(e *rig.AppEtcd) []string {
+	appPlanes.Lock()
+	pods := slices.Clone(appPlanes.pods[e])
+	appPlanes.Unlock()
+	var names []string
+	for _, p := range pods {
+		if p.running("kube-apiserver") {
+			names = append(names, p.h.Name)
+		}
+	}
+	return names
 }
 
 // serveAppAPIServer makes machine h front app (apiServerPod) and gives it kubeadm's static
@@ -73,7 +110,7 @@ func serveAppAPIServer(h *simhost.Host, app *rig.AppAPIServer) error {
 	if !pool.AppendCertsFromPEM(app.CAData) {
 		return errors.New("the application apiserver's CA holds no certificate")
 	}
-	p := &apiServerPod{h: h, port: app.Port, app: u.Host, conns: map[net.Conn]bool{},
+	p := &apiServerPod{h: h, port: app.Port, app: u.Host, conns: map[net.Conn]bool{}, gone: map[string]time.Time{},
 		appTLS: &tls.Config{RootCAs: pool, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}}
 	p.mu.Lock()
 	err = p.listen()
@@ -86,18 +123,42 @@ func serveAppAPIServer(h *simhost.Host, app *rig.AppAPIServer) error {
 		if c == "kube-apiserver" {
 			removed = p.restart
 		}
-		h.AddPod(simhost.Pod{Namespace: "kube-system", Name: c + "-" + h.Name, Running: p.manifest(c), Removed: removed})
+		h.AddPod(simhost.Pod{Namespace: "kube-system", Name: c + "-" + h.Name, Container: c,
+			Running: func() bool { return p.running(c) }, Removed: removed})
 	}
+	appPlanes.Lock()
+	appPlanes.pods[app.Etcd] = append(appPlanes.pods[app.Etcd], p)
+	appPlanes.Unlock()
 	return nil
 }
 
-// manifest reports whether the machine has component's static pod manifest, which the
-// kubelet would run.
-func (p *apiServerPod) manifest(component string) func() bool {
-	return func() bool {
-		_, err := os.Stat(p.h.File(path.Join(ManifestsDir, component+".yaml")))
-		return err == nil
+// running reports whether the machine's kubelet runs component's static pod: while the
+// machine has its manifest, and for the kubelet's stop delay (EnvKubeletStop) after the
+// manifest was first seen gone. The delay counts from that first look, not from the move,
+// so it is never shorter than a real kubelet's; a manifest never seen counts as gone when
+// the manifests folder last changed, if it is there.
+func (p *apiServerPod) running(component string) bool {
+	dir := p.h.File(ManifestsDir)
+	_, err := os.Stat(path.Join(dir, component+".yaml"))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.gone[component] = time.Time{}
+		return true
 	}
+	since, seen := p.gone[component]
+	switch {
+	case !seen: // never seen running: the folder's last change may have been its removal
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return false
+		}
+		since = fi.ModTime()
+	case since.IsZero(): // seen running: gone from now on
+		since = time.Now()
+	}
+	p.gone[component] = since
+	return time.Since(since) < durationFrom(EnvKubeletStop, DefaultKubeletStop)
 }
 
 // listen opens both fronts; p.mu is held.
@@ -165,7 +226,7 @@ func (p *apiServerPod) pass(in net.Conn) {
 // terminate serves TLS with the machine's certificate and relays the plain bytes over TLS to
 // the application apiserver, while the machine has the kube-apiserver manifest.
 func (p *apiServerPod) terminate(in net.Conn) {
-	if !p.manifest("kube-apiserver")() {
+	if !p.running("kube-apiserver") {
 		return
 	}
 	s := tls.Server(in, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -231,7 +292,7 @@ func (p *apiServerPod) restart() {
 		c.Close()
 	}
 	go func() {
-		time.Sleep(restartDelay())
+		time.Sleep(durationFrom(EnvAPIServerRestart, DefaultAPIServerRestart))
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.listen() == nil { // an error: the machine has stopped
@@ -240,9 +301,11 @@ func (p *apiServerPod) restart() {
 	}()
 }
 
-func restartDelay() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(EnvAPIServerRestart)); err == nil {
+// durationFrom is the Go duration in the test process's environment variable env, read
+// each time (a test sets it for its own run), or def.
+func durationFrom(env string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(env)); err == nil {
 		return d
 	}
-	return DefaultAPIServerRestart
+	return def
 }

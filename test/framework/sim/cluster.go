@@ -64,10 +64,12 @@ func StartCluster(t framework.T, ctx context.Context, o ClusterOptions) *Cluster
 		m := c.SSH.StartOn(h.Name, simhost.Network{Bridge: o.Bridge, Address: &net.IPNet{IP: ip, Mask: subnet.Mask}})
 		must(t, serveAppAPIServer(m, app), "machine "+h.Name+" fronting the application apiserver")
 		must(t, serveAppEtcd(t, m, app.Etcd), "machine "+h.Name+" serving the application etcd")
+		addKubeletUnits(m)
 		h.IP = m.IP
 		c.Machines[h.Name], dirs[m.IP] = m, m.KubernetesDir()
 		c.Hosts = append(c.Hosts, h)
 	}
+	c.startNodeHealth(t)
 	ini, _, err := inventory.Render(c.Hosts, inventory.Options{})
 	must(t, err, "the inventory")
 	dir := t.TempDir()
@@ -82,6 +84,18 @@ func StartCluster(t framework.T, ctx context.Context, o ClusterOptions) *Cluster
 	runPlaybook(t, ctx, c.SSH, c.Ini, c.Container, "cluster.yml", "")
 	t.Logf("cluster.yml on %d machines in %s", len(o.Hosts), time.Since(start).Round(100*time.Millisecond))
 	return c
+}
+
+// startNodeHealth starts the machines' simulated kubelets and the application cluster's
+// node-lifecycle controller (startKubelets, rig.AppAPIServer.StartNodeLifecycle).
+func (c *Cluster) startNodeHealth(t framework.T) {
+	byIP := map[string]*simhost.Host{}
+	for _, m := range c.Machines {
+		byIP[m.IP] = m
+	}
+	startKubelets(t, c.App, func(ip string) *simhost.Host { return byIP[ip] })
+	_, err := c.App.StartNodeLifecycle()
+	must(t, err, "the application cluster's node-lifecycle controller")
 }
 
 func firstMaster(hosts []bpav1.HostStatus) string {

@@ -57,6 +57,9 @@ type etcdUnit struct {
 	e       *rig.AppEtcd
 	mu      sync.Mutex
 	stopped bool // systemctl stop, and no start since
+	// member is the identity of the member folder etcd last started from on this host:
+	// another one there is data a restore put in place.
+	member os.FileInfo
 }
 
 // loaded: the unit is there while the host has the etcd CA, as the etcd role leaves it.
@@ -92,11 +95,17 @@ func (u *etcdUnit) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ETCD_DATA_DIR: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
+	if member, err := os.Stat(filepath.Join(dir, "member")); err == nil {
+		if err := u.refuseUnderAPIServers(member); err != nil {
+			return err
+		}
 		err = u.e.StartFrom(ctx, dir, env["ETCD_NAME"], env["ETCD_INITIAL_ADVERTISE_PEER_URLS"])
 		if err != nil {
 			return err
 		}
+		u.mu.Lock()
+		u.member = member
+		u.mu.Unlock()
 	} else if !u.e.Running() {
 		if err := u.e.Start(ctx); err != nil {
 			return err
@@ -105,6 +114,26 @@ func (u *etcdUnit) start(ctx context.Context) error {
 	u.mu.Lock()
 	u.stopped = false
 	u.mu.Unlock()
+	return nil
+}
+
+// refuseUnderAPIServers fails a start from restored data (a member folder etcd has not run
+// from on this host) while any of the cluster's API servers runs. Kubernetes' "Restoring an
+// etcd cluster" (tasks/administer-cluster/configure-upgrade-etcd): "If any API servers are
+// running in your cluster, you should not attempt to restore instances of etcd": an API
+// server that lived through the restore serves its cache of the revisions the snapshot
+// undid. No real etcd refuses; the stand-in does, so that a restore that skips the stop
+// fails here instead of serving stale data unnoticed.
+func (u *etcdUnit) refuseUnderAPIServers(member os.FileInfo) error {
+	u.mu.Lock()
+	restarted := u.member != nil && os.SameFile(u.member, member)
+	u.mu.Unlock()
+	if restarted {
+		return nil
+	}
+	if running := runningAPIServers(u.e); len(running) > 0 {
+		return fmt.Errorf("etcd (simhost): starting from restored data while kube-apiserver runs on %s: stop every API server before restoring etcd", strings.Join(running, ", "))
+	}
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
-	"github.com/akraino-edge-stack/bpa/pkg/inventory"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
@@ -82,41 +80,11 @@ type etcdSite struct {
 
 func startEtcdSite(t *testing.T, ctx context.Context) *etcdSite {
 	t.Helper()
-	makeBridge(t, etcdBridge, etcdBridgeCIDR)
-	_, subnet, err := net.ParseCIDR(etcdBridgeCIDR)
-	require.NoError(t, err)
-	r := rig.ForTest(t, rig.Options{NoArgoCRDs: true})
-	app, err := r.StartAppAPIServerFor(ctx, "app", subnet)
-	require.NoError(t, err)
-	agent, err := kubespraysim.BuildAgent()
-	require.NoError(t, err)
-
-	sim := simhost.NewCluster(t)
-	hosts := map[string]*simhost.Host{}
-	var statuses []bpav1.HostStatus
-	dirs := map[string]string{}
-	for i, name := range []string{"m1", "w1"} {
-		addr := &net.IPNet{IP: net.IPv4(10, 214, 0, byte(11+i)), Mask: subnet.Mask}
-		h := sim.StartOn(name, simhost.Network{Bridge: etcdBridge, Address: addr})
-		// Without a node the admin kubeconfig names 127.0.0.1: each machine serves the
-		// apiserver there, for the stand-in's agent on the first control-plane machine.
-		require.NoError(t, h.ForwardWhile(app.Port, "127.0.0.1:"+strconv.Itoa(app.Port), nil))
-		require.NoError(t, serveAppEtcd(t, h, app.Etcd))
-		hosts[name], dirs[h.IP] = h, h.KubernetesDir()
-		role := map[string]string{"m1": "master", "w1": "worker"}[name]
-		statuses = append(statuses, bpav1.HostStatus{Name: name, IP: h.IP, Roles: []string{role}, Etcd: name == "m1"})
-	}
-	iniBytes, _, err := inventory.Render(statuses, inventory.Options{})
-	require.NoError(t, err)
-	etcdDir := filepath.Join(t.TempDir(), "app-etcd")
-	require.NoError(t, writeAppEtcdFiles(app.Etcd, etcdDir))
-	container := kubespraysim.Container{AppKubeconfig: app.Kubeconfig, AppEtcdDir: etcdDir, KubeDirs: dirs, Agent: agent}
-
-	ini := string(iniBytes)
-	start := time.Now()
-	runPlaybook(t, ctx, sim, ini, container, "cluster.yml", "")
-	t.Logf("cluster.yml in %s", time.Since(start).Round(100*time.Millisecond))
-	return &etcdSite{app: app, sim: sim, hosts: hosts, ini: ini, container: container}
+	c := StartCluster(t, ctx, ClusterOptions{Bridge: etcdBridge, CIDR: etcdBridgeCIDR, Hosts: []bpav1.HostStatus{
+		{Name: "m1", Roles: []string{"master"}, Etcd: true},
+		{Name: "w1", Roles: []string{"worker"}},
+	}})
+	return &etcdSite{app: c.App, sim: c.SSH, hosts: c.Machines, ini: c.Ini, container: c.Container}
 }
 
 // sshClient logs in to h with pkg/sshexec, as a step would.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/akraino-edge-stack/bpa/pkg/etcdbackup"
 	"github.com/akraino-edge-stack/bpa/pkg/sshexec"
+	"github.com/akraino-edge-stack/bpa/pkg/steps/restoreetcd"
 	"github.com/akraino-edge-stack/bpa/test/framework/kubespraysim"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
 )
@@ -88,13 +90,17 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 
 		m1.ResetCalls()
 		start := time.Now()
-		restoreOnHost(t, ctx, c, e, m1, snap, fmt.Sprintf("20261128T00000%dZ", round), round > 1)
+		restoreOnHost(t, ctx, c, e, m1, snap, fmt.Sprintf("20261128T00000%dZ", round), round > 1, round == 1)
 		t.Logf("round %d: the restore's commands in %s", round, time.Since(start).Round(10*time.Millisecond))
 		var verbs []string
 		for _, call := range m1.CallsTo("systemctl") {
 			verbs = append(verbs, strings.Join(call.Args, " "))
 		}
-		assert.Equal(t, []string{"stop etcd", "is-active etcd", "start etcd"}, verbs, "systemctl's calls are recorded")
+		want := []string{"stop etcd", "is-active etcd", "start etcd"}
+		if round == 1 {
+			want = append(want, "start etcd")
+		}
+		assert.Equal(t, want, verbs, "systemctl's calls are recorded")
 
 		resp, err = etcdThroughSSH(t, ctx, c, m1).Get(ctx, key)
 		require.NoError(t, err)
@@ -125,8 +131,8 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 		}{
 			{wc, []string{"systemctl", "stop", "etcd"}, 5, "Unit etcd.service not loaded."},
 			{wc, []string{"systemctl", "start", "etcd"}, 5, "Unit etcd.service not found."},
-			{c, []string{"systemctl", "stop", "kubelet"}, 5, "Unit kubelet.service not loaded."},
-			{c, []string{"systemctl", "restart", "containerd.service"}, 5, "Unit containerd.service not found."},
+			{c, []string{"systemctl", "stop", "docker"}, 5, "Unit docker.service not loaded."},
+			{c, []string{"systemctl", "restart", "crio.service"}, 5, "Unit crio.service not found."},
 			{c, []string{"systemctl", "enable", "etcd"}, 1, "Unknown command verb 'enable'."},
 			{c, []string{"systemctl", "--now", "stop", "etcd"}, 1, "not simulated"},
 			{wc, []string{"/usr/local/bin/etcdutl", "version"}, 127, "No such file"},
@@ -168,8 +174,9 @@ func TestEtcdRestoreOnHost(t *testing.T) {
 
 // restoreOnHost runs the restore contract's commands on h over c, exactly as the step runs
 // them (argv; the snapshot on stdin once), with stamp; moved says whether a member must
-// have been moved aside.
-func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, e *etcdSite, h *simhost.Host, snap, stamp string, moved bool) {
+// have been moved aside. With early, it first starts etcd before the kubelet has stopped
+// the API server (as a step that does not wait would), which the host must refuse.
+func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, e *etcdSite, h *simhost.Host, snap, stamp string, moved, early bool) {
 	t.Helper()
 	run := func(argv ...string) (string, int) {
 		out, stderr, code, err := c.Run(ctx, argv)
@@ -180,6 +187,16 @@ func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, e *etcd
 		out, code := run(argv...)
 		require.Zero(t, code, "%v: %s", argv, out)
 		return out
+	}
+	if early { // the kubelet takes its time: the API server outlives the next commands
+		t.Setenv(EnvKubeletStop, "1h")
+	}
+	must("mkdir", "-p", "-m", "0700", restoreetcd.StoppedDir)
+	for _, f := range restoreetcd.ControlPlaneManifests {
+		must("mv", "-f", path.Join(restoreetcd.ManifestsDir, f), path.Join(restoreetcd.StoppedDir, f))
+	}
+	if !early {
+		awaitControlPlaneStopped(t, ctx, c)
 	}
 	must("systemctl", "stop", "etcd")
 	out, code := run("systemctl", "is-active", "etcd")
@@ -205,7 +222,34 @@ func restoreOnHost(t *testing.T, ctx context.Context, c *sshexec.Client, e *etcd
 	owner := strings.TrimSpace(must("stat", "-c", "%U", d))
 	must("chown", "-R", owner, d+"/member")
 	must("sed", "-i", "s|^ETCD_INITIAL_CLUSTER=.*|ETCD_INITIAL_CLUSTER="+name+"="+peer+"|", "/etc/etcd.env")
+	if early {
+		out, code := run("systemctl", "start", "etcd")
+		assert.NotZero(t, code, "etcd started from restored data under a running API server")
+		assert.Contains(t, out, "Job for etcd.service failed")
+		t.Setenv(EnvKubeletStop, "0s")
+		awaitControlPlaneStopped(t, ctx, c)
+		t.Setenv(EnvKubeletStop, "") // the default again
+	}
 	must("systemctl", "start", "etcd")
+	for _, f := range restoreetcd.ControlPlaneManifests {
+		must("mv", "-f", path.Join(restoreetcd.StoppedDir, f), path.Join(restoreetcd.ManifestsDir, f))
+	}
+}
+
+// awaitControlPlaneStopped polls the host's crictl as the step does until it lists none of
+// the control plane's containers.
+func awaitControlPlaneStopped(t *testing.T, ctx context.Context, c *sshexec.Client) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := c.Output(ctx, []string{"crictl", "ps", "--name", restoreetcd.ControlPlaneContainers, "-q"})
+		require.NoError(t, err)
+		if len(strings.TrimSpace(string(out))) == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the kubelet still runs %q a minute after the manifests moved", out)
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // readEtcdEnv reads /etc/etcd.env over c, as the step does (cat), into its keys.

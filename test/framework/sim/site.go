@@ -162,6 +162,10 @@ func (b *Base) NewSite(t framework.T) *Site {
 	s.agent = filepath.Join(s.dir, "kubespray-sim-agent")
 	must(t, copyFile(b.agent, s.agent, 0o755), "copying the stand-in kubespray's agent")
 	must(t, s.injectKubesprayEnv(ctx), "the run-kubespray containers' settings")
+	startKubelets(t, s.App, s.Machine)
+	startRebooter(t, b.Client, s.Namespace, s.machineOfHost)
+	_, err = s.App.StartNodeLifecycle()
+	must(t, err, "the application cluster's node-lifecycle controller")
 
 	s.StartController()
 	t.Cleanup(func() { s.StopController(false) })
@@ -184,6 +188,8 @@ type Site struct {
 	// KubesprayRuns receives every run of the simulated kubespray, in the layout of
 	// `bpa plan --output-dir` (kubespraysim.EnvRecordDir).
 	KubesprayRuns string
+	// MetricsAddr is where the controller serves its metrics (https://MetricsAddr/metrics).
+	MetricsAddr string
 
 	index  int        // the site's number on its Base, from 1
 	subnet *net.IPNet // where its machines are (HostIP)
@@ -269,14 +275,26 @@ func (s *Site) StartController() {
 	defer s.mu.Unlock()
 	logFile, err := os.OpenFile(s.controllerLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	must(s.T, err, "controller log")
+	if s.MetricsAddr == "" { // once: the same port after a restart
+		s.MetricsAddr = freeLoopbackAddr(s.T)
+	}
+	// Metrics as a Deployment serves them: HTTPS, for a token with bpa-metrics-reader.
 	cmd := exec.Command(s.BPA, "controller", "--namespaces="+s.Namespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info")
+		"--metrics-bind-address="+s.MetricsAddr, "--health-probe-bind-address=0", "--zap-log-level=info")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Rig.Kubeconfig, "BPA_STEP_IMAGE="+StepImage)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	must(s.T, cmd.Start(), "starting bpa controller")
 	s.ctrl = cmd
 	go func() { _ = cmd.Wait(); logFile.Close() }()
+}
+
+// freeLoopbackAddr is a loopback address with a port nothing listens on now.
+func freeLoopbackAddr(t framework.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err, "finding a free port")
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // StopController stops the controller: with kill, at once and without warning (SIGKILL),
@@ -361,22 +379,39 @@ func (s *Site) Reprovision(ctx context.Context, names ...string) {
 	t := s.T
 	t.Helper()
 	for _, name := range names {
-		key := client.ObjectKey{Namespace: s.Namespace, Name: name}
-		h := &metal3v1.BareMetalHost{}
-		must(t, s.Client.Get(ctx, key, h), "reading BareMetalHost "+name)
-		if h.Spec.ConsumerRef != nil || h.Spec.Image != nil {
-			t.Fatalf("BareMetalHost %s was not released for deprovisioning: consumerRef %v, image %v", name, h.Spec.ConsumerRef, h.Spec.Image)
-		}
+		must(t, s.ReprovisionHost(ctx, name), "reprovisioning BareMetalHost "+name)
+	}
+}
+
+// ReprovisionHost is Reprovision for one host, returning what went wrong: an error for a
+// host that still has an image or a claim. A step that failed on a conflict or an
+// unavailable apiserver may be tried again.
+func (s *Site) ReprovisionHost(ctx context.Context, name string) error {
+	key := client.ObjectKey{Namespace: s.Namespace, Name: name}
+	h := &metal3v1.BareMetalHost{}
+	if err := s.Client.Get(ctx, key, h); err != nil {
+		return err
+	}
+	if h.Spec.ConsumerRef != nil || (h.Spec.Image != nil && h.Status.Provisioning.State != metal3v1.StateAvailable) {
+		return fmt.Errorf("BareMetalHost %s was not released for deprovisioning: consumerRef %v, image %v", name, h.Spec.ConsumerRef, h.Spec.Image)
+	}
+	if h.Spec.Image == nil { // else only the last write failed before
 		start := metav1.NewTime(time.Now().Add(time.Second)) // after the release, to metal3's second
 		h.Status.OperationHistory.Deprovision = metal3v1.OperationMetric{Start: start, End: metav1.NewTime(start.Add(time.Second))}
 		h.Status.Provisioning.State, h.Status.Provisioning.Image = metal3v1.StateAvailable, metal3v1.Image{}
-		must(t, s.Client.Status().Update(ctx, h), "metal3 deprovisioning BareMetalHost "+name)
+		if err := s.Client.Status().Update(ctx, h); err != nil {
+			return fmt.Errorf("metal3 deprovisioning: %w", err)
+		}
 		h.Spec.Image = &hostfixture.Image
-		must(t, s.Client.Update(ctx, h), "the admin provisioning BareMetalHost "+name+" again")
-		status := hostfixture.Provisioned(h.DeepCopy()).Status
-		h.Status = status
-		must(t, s.Client.Status().Update(ctx, h), "metal3 provisioning BareMetalHost "+name)
+		if err := s.Client.Update(ctx, h); err != nil {
+			return fmt.Errorf("the admin provisioning it again: %w", err)
+		}
 	}
+	h.Status = hostfixture.Provisioned(h.DeepCopy()).Status
+	if err := s.Client.Status().Update(ctx, h); err != nil {
+		return fmt.Errorf("metal3 provisioning: %w", err)
+	}
+	return nil
 }
 
 // StartMachine starts a simulated machine at ip (in a node.HostSubnet; see HostIP), unless one
@@ -400,6 +435,7 @@ func (s *Site) StartMachine(name, ip string) *simhost.Host {
 	}
 	must(s.T, serveAppAPIServer(h, s.App), "machine "+name+" fronting the application apiserver")
 	must(s.T, serveAppEtcd(s.T, h, s.App.Etcd), "machine "+name+" serving the application etcd")
+	addKubeletUnits(h)
 	h.SetAvailable(Repository)
 	s.mu.Lock()
 	s.hosts[ip] = h
@@ -432,6 +468,18 @@ func (s *Site) SetKubesprayEnv(kv ...string) {
 var Repository = map[string]string{
 	"curl": "7.88.1-10+deb12u5", "htop": "3.2.2-2", "jq": "1.6-2.1", "maven": "3.8.7-1",
 	"tmux": "3.3a-3", "expect": "5.45.4-2+b1", "python": "2.7.18-3", "nautilus": "43.2-1",
+}
+
+// machineOfHost is the simulated machine at one of h's NIC addresses (AddHosts), or nil.
+func (s *Site) machineOfHost(h *metal3v1.BareMetalHost) *simhost.Host {
+	if hw := h.Status.HardwareDetails; hw != nil {
+		for _, nic := range hw.NIC {
+			if m := s.Machine(nic.IP); m != nil && nic.IP != "" {
+				return m
+			}
+		}
+	}
+	return nil
 }
 
 // Machine returns the simulated machine at ip.

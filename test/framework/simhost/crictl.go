@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,9 @@ import (
 // answers from these.
 type Pod struct {
 	Namespace, Name string
+	// Container is the name of the pod's one container (a kubeadm static pod's is its
+	// component: kube-apiserver), which `crictl ps` lists while the pod runs.
+	Container string
 	// Running reports whether the kubelet runs the pod now (its manifest is there, say).
 	Running func() bool
 	// Removed is called when `crictl rmp -f` removes the sandbox; it returns at once, and
@@ -35,6 +39,12 @@ func (p *pod) id() string {
 	return hex.EncodeToString(sum[:])[:13]
 }
 
+// containerID is the ID of the pod's container in its current sandbox.
+func (p *pod) containerID() string {
+	sum := sha256.Sum256([]byte(p.id() + "/" + p.Container))
+	return hex.EncodeToString(sum[:])[:13]
+}
+
 // AddPod gives the host the pod p.
 func (h *Host) AddPod(p Pod) {
 	h.unitsMu.Lock()
@@ -43,8 +53,9 @@ func (h *Host) AddPod(p Pod) {
 }
 
 // crictl answers `crictl args...` run by uid as crictl 1.31 does for the two forms
-// kubespray's k8s-certs-renew.sh runs: `crictl pods [--namespace N] [--name RE] [-q]` and
-// `crictl rmp -f ID...`. Anything else fails as not simulated. crictl needs root (the
+// kubespray's k8s-certs-renew.sh runs, `crictl pods [--namespace N] [--name RE] [-q]` and
+// `crictl rmp -f ID...`, and for `crictl ps [--name RE] [-q]` (the running containers, as
+// BPA's restore waits for the control plane to stop). Anything else fails as not simulated. crictl needs root (the
 // runtime's socket is root's).
 func (h *Host) crictl(uid int, args []string) systemctl.Answer {
 	fail := func(format string, a ...any) systemctl.Answer {
@@ -61,33 +72,52 @@ func (h *Host) crictl(uid int, args []string) systemctl.Answer {
 		return h.crictlPods(args[1:])
 	case "rmp":
 		return h.crictlRmp(args[1:])
+	case "ps":
+		return h.crictlPs(args[1:])
 	}
-	return fail("crictl (simhost): %s is not simulated (pods, rmp)", args[0])
+	return fail("crictl (simhost): %s is not simulated (pods, rmp, ps)", args[0])
 }
 
-func (h *Host) crictlPods(args []string) systemctl.Answer {
-	var namespace, name string
-	quiet := false
+// listFlags are the flags of crictl's listing commands that the stand-in simulates.
+type listFlags struct {
+	quiet     bool
+	namespace string
+	name      *regexp.Regexp // crictl filters names by regular expression (unanchored)
+}
+
+// parseList reads the flags of `crictl cmd`; valued names the flags with a value it takes.
+func parseList(cmd string, args []string, valued ...string) (listFlags, *systemctl.Answer) {
+	var f listFlags
+	var name string
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "-q" || a == "--quiet":
-			quiet = true
-		case (a == "--namespace" || a == "--name") && i+1 < len(args):
+			f.quiet = true
+		case slices.Contains(valued, a) && i+1 < len(args):
 			if a == "--namespace" {
-				namespace = args[i+1]
+				f.namespace = args[i+1]
 			} else {
 				name = args[i+1]
 			}
 			i++
 		default:
-			return systemctl.Answer{Stderr: fmt.Sprintf("crictl (simhost): pods %s is not simulated\n", a), Code: 1}
+			return f, &systemctl.Answer{Stderr: fmt.Sprintf("crictl (simhost): %s %s is not simulated\n", cmd, a), Code: 1}
 		}
 	}
-	// crictl filters names by regular expression (unanchored), as its --name help says.
 	re, err := regexp.Compile(name)
 	if err != nil {
-		return systemctl.Answer{Stderr: fmt.Sprintf("invalid --name %q: %v\n", name, err), Code: 1}
+		return f, &systemctl.Answer{Stderr: fmt.Sprintf("invalid --name %q: %v\n", name, err), Code: 1}
 	}
+	f.name = re
+	return f, nil
+}
+
+func (h *Host) crictlPods(args []string) systemctl.Answer {
+	f, fail := parseList("pods", args, "--namespace", "--name")
+	if fail != nil {
+		return *fail
+	}
+	namespace, re, quiet := f.namespace, f.name, f.quiet
 	var out strings.Builder
 	if !quiet {
 		out.WriteString("POD ID          NAME    NAMESPACE\n")
@@ -102,6 +132,34 @@ func (h *Host) crictlPods(args []string) systemctl.Answer {
 			fmt.Fprintln(&out, p.id())
 		} else {
 			fmt.Fprintf(&out, "%s   %s   %s\n", p.id(), p.Name, p.Namespace)
+		}
+	}
+	return systemctl.Answer{Stdout: out.String()}
+}
+
+// crictlPs lists the running containers, as `crictl ps` does without -a: a pod's container
+// while the pod runs, filtered by name as crictl filters (an unanchored regular expression).
+func (h *Host) crictlPs(args []string) systemctl.Answer {
+	f, fail := parseList("ps", args, "--name")
+	if fail != nil {
+		return *fail
+	}
+	re, quiet := f.name, f.quiet
+	var out strings.Builder
+	if !quiet {
+		out.WriteString("CONTAINER       STATE     NAME    POD ID          POD\n")
+	}
+	h.unitsMu.Lock()
+	defer h.unitsMu.Unlock()
+	for _, p := range h.pods {
+		if p.Container == "" || !p.Running() || !re.MatchString(p.Container) {
+			continue
+		}
+		id := p.containerID()
+		if quiet {
+			fmt.Fprintln(&out, id)
+		} else {
+			fmt.Fprintf(&out, "%s   Running   %s   %s   %s\n", id, p.Container, p.id(), p.Name)
 		}
 	}
 	return systemctl.Answer{Stdout: out.String()}

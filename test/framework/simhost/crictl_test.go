@@ -9,14 +9,15 @@ import (
 // TestCrictl: a host's crictl lists the running pods the test gave it (Pod) as kubespray's
 // k8s-certs-renew.sh asks (namespace, a name regular expression, -q), and `crictl rmp -f`
 // removes them (the test's Removed is called; the next sandbox has a new ID); an unknown
-// ID, no ID, no -f, another command and a user other than root fail; each call is recorded.
+// ID, no ID, no -f, another command and a user other than root fail; `crictl ps` lists the
+// running pods' containers by name; each call is recorded.
 func TestCrictl(t *testing.T) {
 	h := NewCluster(t).Start("m1", "127.0.1.22")
 	var mu sync.Mutex
 	running := map[string]bool{"kube-apiserver-m1": true, "kube-scheduler-m1": true, "coredns-1": true}
 	removed := map[string]int{}
 	for _, p := range []struct{ ns, name string }{{"kube-system", "kube-apiserver-m1"}, {"kube-system", "kube-scheduler-m1"}, {"kube-system", "kube-controller-manager-m1"}, {"default", "coredns-1"}} {
-		h.AddPod(Pod{Namespace: p.ns, Name: p.name,
+		h.AddPod(Pod{Namespace: p.ns, Name: p.name, Container: strings.TrimSuffix(p.name, "-m1"),
 			Running: func() bool { mu.Lock(); defer mu.Unlock(); return running[p.name] },
 			Removed: func() { mu.Lock(); defer mu.Unlock(); removed[p.name]++ }})
 	}
@@ -48,7 +49,7 @@ func TestCrictl(t *testing.T) {
 		"crictl rmp -f " + ids[0]:   "rpc error: code = NotFound",
 		"crictl rmp -f":             "ID cannot be empty",
 		"crictl rmp " + again[0]:    "is running, please stop it first",
-		"crictl ps":                 "crictl (simhost): ps is not simulated",
+		"crictl ps -a":              "crictl (simhost): ps -a is not simulated",
 		"crictl pods --label a=b":   "crictl (simhost): pods --label is not simulated",
 		"crictl pods --name '(' -q": "invalid --name",
 	} {
@@ -56,10 +57,21 @@ func TestCrictl(t *testing.T) {
 			t.Errorf("%s: %q; want %q and exit 1", cmd, out, want)
 		}
 	}
+	// ps lists the running containers by name: the scheduler's only once it stops.
+	const ps = "crictl ps --name '^kube-(apiserver|controller-manager|scheduler)$' -q"
+	if got := strings.Fields(strings.TrimSuffix(run(ps), "rc=0\n")); len(got) != 2 {
+		t.Errorf("%s: %q; want the two running control-plane containers", ps, got)
+	}
+	mu.Lock()
+	running["kube-scheduler-m1"] = false
+	mu.Unlock()
+	if got := run(ps); strings.Count(got, "\n") != 2 {
+		t.Errorf("%s with the scheduler stopped: %q; want one", ps, got)
+	}
 	if a := h.crictl(1000, []string{"pods"}); a.Code != 1 || !strings.Contains(a.Stderr, "permission denied") {
 		t.Errorf("crictl pods as uid 1000: %+v", a)
 	}
-	if n := len(h.CallsTo("crictl")); n != 10 {
-		t.Errorf("%d crictl calls recorded; want 10", n)
+	if n := len(h.CallsTo("crictl")); n != 12 {
+		t.Errorf("%d crictl calls recorded; want 12", n)
 	}
 }

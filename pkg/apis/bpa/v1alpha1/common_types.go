@@ -54,6 +54,13 @@ const (
 	RenewCertificatesAnnotation = "bpa.akraino.org/renew-certificates"
 	// RenewalOfLabel names the Provisioning whose certificates a renewal Workflow renews.
 	RenewalOfLabel = "bpa.akraino.org/certificate-renewal-of"
+	// DriftCheckOfLabel names the Provisioning a drift check Workflow (spec.driftCheck)
+	// reads. Like EtcdBackupOfLabel, it is not ProvisioningNameLabel: a check is no run.
+	DriftCheckOfLabel = "bpa.akraino.org/drift-check-of"
+	// RemediationOfLabel names the Provisioning a remediation Workflow (spec.remediation)
+	// acts for; RemediationNodeLabel the node it acts on. A rung is no run of the spec.
+	RemediationOfLabel   = "bpa.akraino.org/remediation-of"
+	RemediationNodeLabel = "bpa.akraino.org/remediation-node"
 
 	// TriggerAnnotation on a Workflow says why BPA started it when no CR was edited
 	// ("htop 3.2.2-3 uploaded"); the CR's conditions, events and status repeat it.
@@ -73,6 +80,13 @@ const (
 	// of hosts, and a step must not be able to wash a host it is about to claim.
 	HostReleasedFromAnnotation = "host.bpa.akraino.org/released-from"
 	HostReleasedAtAnnotation   = "host.bpa.akraino.org/released-at"
+	// HostUnhealthyAnnotation marks a BareMetalHost that graded remediation replaced
+	// because its node stayed dead: BPA sets it when it releases the host, in the same
+	// write, and no Provisioning claims the host while it is there, so neither the cluster
+	// that left it nor another tenant gets a dead host that may still hold the cluster's
+	// data. An admin removes it once the host is repaired (and cleaned). Outside the
+	// bpa.akraino.org/ prefix for the same reason as the release marks.
+	HostUnhealthyAnnotation = "host.bpa.akraino.org/unhealthy"
 
 	// ManagedByLabel marks the Secrets and ConfigMaps BPA's steps write. The admission
 	// policy lets the steps write only objects that carry it, so a step's credentials cannot

@@ -48,6 +48,54 @@ const (
 	// and verify passed; False while it runs (ReasonRenewing) or when it failed or was refused
 	// (ReasonCertificateRenewalFailed, ReasonInvalidSpec). It does not change Ready.
 	ConditionCertificatesRenewed = "CertificatesRenewed"
+	// ConditionDrifted says whether the live cluster differs from what BPA applied
+	// (status.applied), as the last drift check (spec.driftCheck) found: True
+	// (ReasonDriftFound) naming each differing field, False when none differs (ReasonNoDrift),
+	// Unknown when the check could not read the cluster (ReasonDriftCheckFailed). It does not
+	// change Ready.
+	ConditionDrifted = "Drifted"
+	// ConditionRemediating says what graded remediation (spec.remediation) does: True while a
+	// rung is taken (ReasonRemediating), False when no worker is due (ReasonWorkersHealthy)
+	// or when it holds (ReasonRemediationHeld, ReasonRemediationCoolingDown,
+	// ReasonRemediationInProgress, ReasonRemediationExhausted), the message saying why. It
+	// does not change Ready.
+	ConditionRemediating = "Remediating"
+)
+
+// Reasons of ConditionRemediating (and its events; each rung also has an event,
+// "Remediation" + the rung: RemediationRestart, RemediationReboot, RemediationReplace).
+const (
+	// ReasonRemediating: a rung is taken now on the node the message names.
+	ReasonRemediating = "Remediating"
+	// ReasonWorkersHealthy: no worker has been unhealthy for unhealthyFor.
+	ReasonWorkersHealthy = "WorkersHealthy"
+	// ReasonRemediationHeld: more workers are unhealthy than maxUnhealthy allows; nothing is
+	// done (a network or power fault that replacing hosts would make worse).
+	ReasonRemediationHeld = "RemediationHeld"
+	// ReasonRemediationCoolingDown: a rung was taken within the cooldown.
+	ReasonRemediationCoolingDown = "RemediationCoolingDown"
+	// ReasonRemediationInProgress: a rung's Workflow still runs.
+	ReasonRemediationInProgress = "RemediationInProgress"
+	// ReasonRemediationExhausted: a node has no rung left (every rung taken in its episode,
+	// or a second Replace within a day); a person must look.
+	ReasonRemediationExhausted = "RemediationExhausted"
+	// ReasonRemediationNoSpare: a worker is due the Replace rung but no BareMetalHost other
+	// than its own matches its entry; nothing is touched, and the message names the entry.
+	ReasonRemediationNoSpare = "RemediationNoSpare"
+	// ReasonNodesUnread: the application cluster's Nodes could not be read (no node-reader
+	// kubeconfig yet, or the API did not answer); nothing is decided.
+	ReasonNodesUnread = "NodesUnread"
+)
+
+// Reasons of ConditionDrifted (and its event).
+const (
+	// ReasonNoDrift: the last check found the cluster as BPA applied it.
+	ReasonNoDrift = "NoDrift"
+	// ReasonDriftFound: the last check found fields that differ; the message names them.
+	ReasonDriftFound = "DriftFound"
+	// ReasonDriftCheckFailed: the last check's Workflow failed (the cluster's API or its
+	// first master could not be reached, say); the message says why.
+	ReasonDriftCheckFailed = "DriftCheckFailed"
 )
 
 // Reasons of ConditionCertificatesRenewed (and its events).
@@ -207,6 +255,9 @@ const (
 	ReasonRoleChange = "NodeRoleChange"
 	// ReasonHostChange: a node would move to another host (MAC) in place.
 	ReasonHostChange = "NodeHostChange"
+	// ReasonReplaceRefused: status.applied.replacements names a node graded remediation may
+	// not replace (a control-plane or etcd node, or one not in the cluster).
+	ReasonReplaceRefused = "ReplaceRefused"
 	// ReasonImmutableSetting: a day-2 change of a setting kubespray cannot apply to a live
 	// cluster (pkg/kubespray's ImmutableSettings); the message names the field.
 	ReasonImmutableSetting = "ImmutableSetting"
@@ -247,4 +298,21 @@ const (
 	EventRestoreStarted = "EtcdRestoreStarted"
 	// EventRenewalStarted: the Workflow of a requested certificate renewal was created.
 	EventRenewalStarted = "CertificateRenewalStarted"
+	// EventDriftFound: a drift check found the cluster differing from status.applied where
+	// the check before it had not (a Warning, once per change of the differing fields).
+	EventDriftFound = "DriftFound"
+	// EventDriftReconcile: with reconcile: Apply, BPA asked for the runs that put drift back.
+	EventDriftReconcile = "DriftReconcile"
+	// EventDriftNotPutBack (Warning): the same drift was found after the runs that were to
+	// put it back; BPA does not try again.
+	EventDriftNotPutBack = "DriftNotPutBack"
+	// EventRemediationRestart: graded remediation's Restart rung's Workflow was created.
+	// Warnings: ReasonRemediationHeld and ReasonRemediationExhausted, once each time they
+	// begin.
+	EventRemediationRestart = "RemediationRestart"
+	// EventRemediationReboot: the Reboot rung's Workflow was created.
+	EventRemediationReboot = "RemediationReboot"
+	// EventRemediationReplace: graded remediation's Replace rung was taken (the runs that
+	// move the worker to a spare host follow).
+	EventRemediationReplace = "RemediationReplace"
 )

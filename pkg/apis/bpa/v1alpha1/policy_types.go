@@ -180,6 +180,14 @@ type NamespaceGrant struct {
 	// lets anyone on the path impersonate a host and receive the cluster's credentials.
 	// +optional
 	AllowInsecureHostKey bool `json:"allowInsecureHostKey,omitempty"`
+
+	// AllowReboot lets these namespaces' Provisionings take graded remediation's Reboot rung:
+	// the reboot-node step (account bpa-step-reboot-node) sets metal3's reboot.metal3.io
+	// annotation on a worker's BareMetalHost claimed by the Provisioning, and metal3 power
+	// cycles it. Steps touch power nowhere else; without this grant the rung is skipped as if
+	// spec.remediation.rungs did not list it (docs/remediation.md).
+	// +optional
+	AllowReboot bool `json:"allowReboot,omitempty"`
 }
 
 // BPAPolicy is the site admin's policy for BPA CRs: which kubespray images may run, which

@@ -6,6 +6,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // NodeEntry is one `- <node-name>: {...}` item of masters or workers: a map with exactly one
@@ -327,6 +328,228 @@ type ProvisioningSpec struct {
 	// it.
 	// +optional
 	EtcdBackup *EtcdBackup `json:"etcdBackup,omitempty"`
+
+	// DriftCheck has BPA compare the live cluster with what it applied (status.applied),
+	// every interval, reading only: the node set, each node's kubelet version, roles, the
+	// labels and taints BPA applied, and kubeadm's ClusterConfiguration. The result is
+	// status.drift and the condition Drifted (docs/drift.md).
+	// +optional
+	DriftCheck *DriftCheck `json:"driftCheck,omitempty"`
+
+	// Remediation has BPA repair workers whose Node stays NotReady: a restart of kubelet and
+	// containerd, then a reboot through metal3, then a spare host, one rung at a time, with
+	// guards (docs/remediation.md). Control-plane nodes are never remediated.
+	// +optional
+	Remediation *Remediation `json:"remediation,omitempty"`
+}
+
+// RemediationRung is one step of graded remediation.
+// +kubebuilder:validation:Enum=Restart;Reboot;Replace
+type RemediationRung string
+
+// The rungs, in the order they are climbed.
+const (
+	// RungRestart restarts containerd and kubelet over SSH and waits for Ready.
+	RungRestart RemediationRung = "Restart"
+	// RungReboot asks metal3 to reboot the host (the reboot.metal3.io annotation, through
+	// the account the admin grants in BPAPolicy).
+	RungReboot RemediationRung = "Reboot"
+	// RungReplace removes the node ungracefully and joins it again on a spare host.
+	RungReplace RemediationRung = "Replace"
+)
+
+// Remediation configures graded remediation of workers. Unset fields take the defaults
+// below (DefaultRemediation*); the CRD's rules and `bpa lint` check the bounds.
+// +kubebuilder:validation:XValidation:rule="!has(self.rungs) || self.rungs.all(r, self.rungs.exists_one(s, s == r))",message="rungs must not repeat"
+type Remediation struct {
+	// UnhealthyFor is how long a worker's Node must be NotReady or Unknown (since its Ready
+	// condition's lastTransitionTime) before BPA acts; at least 1m, at most 24h; default 5m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="unhealthyFor must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="unhealthyFor must be at most 24h"
+	UnhealthyFor *metav1.Duration `json:"unhealthyFor,omitempty"`
+
+	// MaxUnhealthy holds every action while more workers than this are unhealthy: a count,
+	// or a percentage of the cluster's workers rounded down but at least one (Cluster API's
+	// MachineHealthCheck, but for the floor of one); default "40%". Many workers down at
+	// once is a network or power fault that replacing hosts would make worse.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnhealthy must be a count of at least 0 or a percentage from 0% to 100%"
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+
+	// Cooldown is the least time between two actions on the cluster, and the time a rung is
+	// given to work before the next is taken; at least 1m, at most 24h; default 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="cooldown must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="cooldown must be at most 24h"
+	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
+
+	// Rungs are the rungs BPA may take, climbed in the order Restart, Reboot, Replace
+	// whatever order they are listed in; default all three.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	Rungs []RemediationRung `json:"rungs,omitempty"`
+}
+
+// Defaults and bounds of spec.remediation (the CRD's rules spell the bounds).
+const (
+	DefaultRemediationUnhealthyFor = 5 * time.Minute
+	DefaultRemediationCooldown     = 10 * time.Minute
+	DefaultRemediationMaxUnhealthy = "40%"
+	MinRemediationDuration         = time.Minute
+	MaxRemediationDuration         = 24 * time.Hour
+)
+
+// RemediationStatus is what graded remediation did and holds.
+type RemediationStatus struct {
+	// LastActionAt is when the cluster's last rung was taken (the cooldown counts from it).
+	// +optional
+	LastActionAt *metav1.Time `json:"lastActionAt,omitempty"`
+	// Nodes are the workers with an unhealthy episode, or a replacement within
+	// ReplaceWindow.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=300
+	Nodes []NodeRemediation `json:"nodes,omitempty"`
+}
+
+// NodeRemediation is one worker's remediation record.
+type NodeRemediation struct {
+	// Node is the node's name in the spec.
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node"`
+	// Since is when the current unhealthy episode began: the Ready condition's
+	// lastTransitionTime. A Node Ready again ends the episode; the next one starts anew.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Rung is the last rung taken in the episode, and Attempts how many were taken.
+	// +optional
+	Rung RemediationRung `json:"rung,omitempty"`
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// LastActionAt is when the last rung was taken, and Workflow its Workflow.
+	// +optional
+	LastActionAt *metav1.Time `json:"lastActionAt,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Workflow string `json:"workflow,omitempty"`
+	// ReplacedAt is when the node was last replaced: another Replace within ReplaceWindow
+	// is not taken (RemediationExhausted), so a host that keeps dying never loops.
+	// +optional
+	ReplacedAt *metav1.Time `json:"replacedAt,omitempty"`
+	// Exhausted says the node has no rung left; a person must look.
+	// +optional
+	Exhausted bool `json:"exhausted,omitempty"`
+}
+
+// DriftCheck configures the periodic drift check.
+type DriftCheck struct {
+	// Interval between checks, such as 10m or 1h; at least a minute. A run of the spec in
+	// progress delays a check (one cluster, one Workflow at a time).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="interval must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('168h')",message="interval must be at most 168h (a week)"
+	Interval metav1.Duration `json:"interval"`
+
+	// Reconcile is what BPA does with drift a run can put back. Report (the default) only
+	// says what differs. Apply also asks for the runs that put back what they can: a rerun of
+	// the spec (kubespray's cluster.yml relabels node_labels and reinstalls the kubelet of
+	// the applied release) and a rerun of each Software whose packages drifted. Other drift
+	// (a node gone or unknown, a taint or role label changed, kubeadm's config) is reported
+	// only. One drift is applied once: found again after its runs, it is left to a person.
+	// +optional
+	// +kubebuilder:default=Report
+	Reconcile DriftReconcile `json:"reconcile,omitempty"`
+}
+
+// DriftReconcile says whether drift a run can put back is put back.
+// +kubebuilder:validation:Enum=Report;Apply
+type DriftReconcile string
+
+const (
+	DriftReport DriftReconcile = "Report"
+	DriftApply  DriftReconcile = "Apply"
+)
+
+// DriftRerunPrefix starts the bpa.akraino.org/rerun value BPA sets to put drift back:
+// drift-<the check's slot, Unix seconds>.
+const DriftRerunPrefix = "drift-"
+
+// MinDriftCheckInterval and MaxDriftCheckInterval bound spec.driftCheck.interval (the CRD's
+// rules spell them): at most a week, so a check's keep time (an interval) stays far inside
+// Argo's int32 seconds.
+const (
+	MinDriftCheckInterval = time.Minute
+	MaxDriftCheckInterval = 7 * 24 * time.Hour
+)
+
+// MaxDriftFields bounds status.drift.fields (the CRD's MaxItems spells the same number);
+// the step's output keeps them all.
+const MaxDriftFields = 20
+
+// DriftStatus is what the last drift check found.
+type DriftStatus struct {
+	// CheckedAt is when the last check that finished read the cluster.
+	// +optional
+	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
+	// Workflow is the last check's Workflow.
+	// +optional
+	Workflow string `json:"workflow,omitempty"`
+	// Fields name each difference, one readable line each ("node worker-1: label
+	// example.com/role=edge missing"); at most MaxDriftFields, the last saying how many more.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=512
+	Fields []string `json:"fields,omitempty"`
+	// ObservedGeneration is the generation the check compared with (status.applied's).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Reconcile is the last putting back of drift BPA asked for (reconcile: Apply), kept
+	// until a check finds none of its fields, so the same drift is never applied twice.
+	// +optional
+	Reconcile *DriftReconcileStatus `json:"reconcile,omitempty"`
+}
+
+// DriftReconcileStatus is one putting back of drift: the runs BPA asked for, and why.
+type DriftReconcileStatus struct {
+	// Request is the bpa.akraino.org/rerun value set on the Provisioning (when its run puts
+	// something back) and on each Software of Softwares.
+	// +kubebuilder:validation:MaxLength=63
+	Request string `json:"request"`
+	// RequestedAt is when the runs were asked for.
+	RequestedAt metav1.Time `json:"requestedAt"`
+	// Provisioning says whether the spec is run again.
+	// +optional
+	Provisioning bool `json:"provisioning,omitempty"`
+	// Softwares are the Softwares run again for their packages.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Softwares []string `json:"softwares,omitempty"`
+	// Fields are the differences the runs are to put back (at most MaxDriftFields).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=512
+	Fields []string `json:"fields,omitempty"`
+	// NotPutBack says a check after the runs found the same fields: BPA leaves them to a
+	// person (it never applies one drift twice).
+	// +optional
+	NotPutBack bool `json:"notPutBack,omitempty"`
 }
 
 // EtcdBackup configures the cluster's etcd snapshots.
@@ -576,6 +799,11 @@ type ProvisioningStatus struct {
 	// +listType=atomic
 	Plan []OperationStatus `json:"plan,omitempty"`
 
+	// LastHandledReplacement is the state of status.applied.replacements (ReplacementRevision)
+	// the last run was started for: a new one starts the next run of a replacement.
+	// +optional
+	LastHandledReplacement string `json:"lastHandledReplacement,omitempty"`
+
 	// ReleasedAfter is the uid of the Workflow after whose success the claims of hosts that
 	// left the cluster were released, so that happens once per run.
 	// +optional
@@ -628,6 +856,14 @@ type ProvisioningStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=21
 	CertificatesUnread []string `json:"certificatesUnread,omitempty"`
+
+	// Drift is what the last drift check (spec.driftCheck) found.
+	// +optional
+	Drift *DriftStatus `json:"drift,omitempty"`
+
+	// Remediation is what graded remediation (spec.remediation) did and holds.
+	// +optional
+	Remediation *RemediationStatus `json:"remediation,omitempty"`
 }
 
 // MaxCertificates bounds status.certificates (the CRD's MaxItems spells the same number): at
@@ -680,6 +916,30 @@ type AppliedState struct {
 	// Generation is the generation whose run last changed it.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
+	// Replacements are the workers graded remediation's Replace rung is moving to a spare
+	// host (docs/remediation.md): a run removes each from its dead host without drain
+	// (while Hosts still lists it there), then the next run adds it back under its name on a
+	// spare; the entry goes once Hosts lists the node on another host. Only the controller
+	// writes it (status), and a worker only.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=300
+	Replacements []Replacement `json:"replacements,omitempty"`
+}
+
+// Replacement is one worker being moved off a dead host by graded remediation.
+type Replacement struct {
+	// Node is the worker's name; it keeps it on the spare host.
+	// +kubebuilder:validation:MaxLength=63
+	Node string `json:"node"`
+	// BareMetalHost is the dead host. Once the node is removed from it, its claim is
+	// released with HostUnhealthyAnnotation, so no cluster takes it again until an admin
+	// has looked at it.
+	// +kubebuilder:validation:MaxLength=253
+	BareMetalHost string `json:"bareMetalHost"`
+	// DecidedAt is when the Replace rung was taken; it names the runs of the replacement.
+	DecidedAt metav1.Time `json:"decidedAt"`
 }
 
 // OperationStatus is one planned operation of the current run: one DAG task.

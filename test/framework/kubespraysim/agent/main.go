@@ -5,7 +5,8 @@
 // reads /etc/kubernetes/admin.conf as kubespray's kubectl tasks do, so a host without that
 // file fails the task as a real run would.
 //
-//	agent join       --kubeconfig F --node N --address A --version V   prints joined|reconfigured
+//	agent join       --kubeconfig F --node N --address A --version V [--control-plane] [--worker] [--labels JSON] [--taints JSON]
+//	                 prints joined|reconfigured
 //	agent apiserver  --kubeconfig F --node N                           the kube-system pod of kubeadm init
 //	agent upgrade    --kubeconfig F --node N --version V               prints the version it replaced
 //	agent remove     --kubeconfig F --node N [--ungraceful]            prints what it did
@@ -25,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,9 +39,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
+	"github.com/akraino-edge-stack/bpa/pkg/clusterdrift"
 	"github.com/akraino-edge-stack/bpa/pkg/kubespray"
 	"github.com/akraino-edge-stack/bpa/test/framework/simcerts"
 )
@@ -66,8 +71,8 @@ type flags struct {
 	release, kube, arch, vars          string
 	clusterName, dnsDomain             string
 	serviceSubnet, podSubnet           string
-	ungraceful, controlPlane           bool
-	validity                           string
+	ungraceful, controlPlane, worker   bool
+	validity, labels, taints           string
 }
 
 func run(ctx context.Context, cmd string, args []string) (string, error) {
@@ -83,6 +88,9 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 	fs.StringVar(&f.vars, "vars", "{}", "")
 	fs.BoolVar(&f.ungraceful, "ungraceful", false, "")
 	fs.BoolVar(&f.controlPlane, "control-plane", false, "")
+	fs.BoolVar(&f.worker, "worker", false, "")
+	fs.StringVar(&f.labels, "labels", "{}", "")
+	fs.StringVar(&f.taints, "taints", "[]", "")
 	fs.StringVar(&f.validity, "validity", "", "")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "")
 	fs.StringVar(&f.dnsDomain, "dns-domain", "", "")
@@ -135,10 +143,26 @@ func run(ctx context.Context, cmd string, args []string) (string, error) {
 }
 
 // join registers the node as a Ready Node at its address running version (as the kubelet
-// kubeadm join starts would) and says whether it was new.
+// kubeadm join starts would) and says whether it was new. A new Node gets the taints of
+// --taints (kubespray's node_taints, the kubelet's --register-with-taints) and, on a
+// control-plane node, kubeadm's role label and, when it is no worker (kube_node), kubeadm's
+// control-plane taint: kubeadm sets these once, at init or join (its mark-control-plane
+// phase), and no later run of kubespray v2.28.0 sets them again. Every run labels it with
+// --labels (node_labels: roles/kubernetes/node-label/tasks/main.yml, "Set label to node",
+// kubectl label --overwrite=true on every run of cluster.yml), and the kubelet reports
+// kube_version (roles/kubernetes/node/tasks/install.yml, "Install | Copy kubelet binary from
+// download dir", then the kubelet's restart).
 func join(ctx context.Context, kc kubernetes.Interface, f flags) (string, error) {
 	nodes := kc.CoreV1().Nodes()
-	_, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: f.node}}, metav1.CreateOptions{})
+	labels, taints, err := joinLabels(f)
+	if err != nil {
+		return "", err
+	}
+	registration := maps.Clone(labels)
+	if f.controlPlane {
+		registration[clusterdrift.ControlPlaneLabel] = ""
+	}
+	_, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: f.node, Labels: registration}, Spec: corev1.NodeSpec{Taints: taints}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("registering node %s: %w", f.node, err)
 	}
@@ -146,18 +170,57 @@ func join(ctx context.Context, kc kubernetes.Interface, f flags) (string, error)
 	if err != nil {
 		did = "reconfigured"
 	}
+	// The application cluster's node-lifecycle controller and the simulated kubelets write
+	// Nodes too: a conflict is read again, as kubectl's retries do.
+	return did, retry.RetryOnConflict(retry.DefaultRetry, func() error { return labelAndReady(ctx, nodes, f, labels) })
+}
+
+// labelAndReady labels the Node and posts it Ready at its address and version.
+func labelAndReady(ctx context.Context, nodes corev1client.NodeInterface, f flags, labels map[string]string) error {
 	node, err := nodes.Get(ctx, f.node, metav1.GetOptions{})
 	if err != nil {
-		return "", err
+		return err
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	maps.Copy(node.Labels, labels)
+	if node, err = nodes.Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("labelling node %s: %w", f.node, err)
 	}
 	now := metav1.Now()
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: f.address}}
 	node.Status.NodeInfo.KubeletVersion = f.version
 	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		return "", fmt.Errorf("marking node %s Ready: %w", f.node, err)
+		return fmt.Errorf("marking node %s Ready: %w", f.node, err)
 	}
-	return did, nil
+	return nil
+}
+
+// joinLabels are the labels every run gives the node (node_labels) and the taints its
+// registration gives it (see join).
+func joinLabels(f flags) (map[string]string, []corev1.Taint, error) {
+	labels := map[string]string{}
+	if err := json.Unmarshal([]byte(f.labels), &labels); err != nil {
+		return nil, nil, fmt.Errorf("--labels: %w", err)
+	}
+	var specs []string
+	if err := json.Unmarshal([]byte(f.taints), &specs); err != nil {
+		return nil, nil, fmt.Errorf("--taints: %w", err)
+	}
+	var taints []corev1.Taint
+	for _, s := range specs {
+		t, err := clusterdrift.ParseTaint(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		taints = append(taints, t)
+	}
+	if f.controlPlane && !f.worker {
+		taints = append(taints, corev1.Taint{Key: clusterdrift.ControlPlaneLabel, Effect: corev1.TaintEffectNoSchedule})
+	}
+	return labels, taints, nil
 }
 
 // apiserverPod runs the kube-apiserver pod on the node: a control plane always has a running
