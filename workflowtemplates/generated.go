@@ -77,8 +77,8 @@ func (w *yamlWriter) name(s string) string {
 
 // RenderDAGTemplates writes DAG templates as items of a `templates:` list whose dashes are
 // indented by indent spaces. A template may have a name, a mutex, named inputs and a DAG of
-// tasks with a name, a local template, depends, when and parameters; anything else is an
-// error.
+// tasks with a name, a local template, depends, when, parameters and raw artifacts;
+// anything else is an error.
 func RenderDAGTemplates(ts []wfv1.Template, indent int) ([]byte, error) {
 	w := &yamlWriter{indent: strings.Repeat(" ", indent)}
 	for _, t := range ts {
@@ -118,13 +118,21 @@ func (w *yamlWriter) task(t wfv1.DAGTask) {
 	if t.When != "" {
 		w.line(4, "when: %s", quote(t.When))
 	}
-	if len(t.Arguments.Parameters) == 0 {
+	if len(t.Arguments.Parameters) == 0 && len(t.Arguments.Artifacts) == 0 {
 		return
 	}
 	w.line(4, "arguments:")
-	w.line(5, "parameters:")
+	if len(t.Arguments.Parameters) > 0 {
+		w.line(5, "parameters:")
+	}
 	for _, p := range t.Arguments.Parameters {
 		w.line(6, "- {name: %s, value: %s}", w.name(p.Name), quote(p.Value.String()))
+	}
+	if len(t.Arguments.Artifacts) > 0 {
+		w.line(5, "artifacts:")
+	}
+	for _, a := range t.Arguments.Artifacts {
+		w.line(6, "- {name: %s, raw: {data: %s}}", w.name(a.Name), quote(a.Raw.Data))
 	}
 }
 
@@ -149,11 +157,16 @@ func renderable(t wfv1.Template) error {
 		bareTask := task
 		bareTask.Name, bareTask.Template, bareTask.Depends, bareTask.When, bareTask.Arguments = "", "", "", "", wfv1.Arguments{}
 		if !sameJSON(wfv1.DAGTask{}, bareTask) {
-			return fmt.Errorf("task %s: only a name, a template, depends, when and parameters are written", task.Name)
+			return fmt.Errorf("task %s: only a name, a template, depends, when, parameters and artifacts are written", task.Name)
 		}
 		for _, p := range task.Arguments.Parameters {
 			if !sameJSON(wfv1.Parameter{Name: p.Name, Value: p.Value}, p) || p.Value == nil {
 				return fmt.Errorf("task %s: parameter %s: only a value is written", task.Name, p.Name)
+			}
+		}
+		for _, a := range task.Arguments.Artifacts {
+			if a.Raw == nil || !sameJSON(wfv1.Artifact{Name: a.Name, ArtifactLocation: wfv1.ArtifactLocation{Raw: a.Raw}}, a) {
+				return fmt.Errorf("task %s: artifact %s: only raw data is written", task.Name, a.Name)
 			}
 		}
 	}

@@ -105,7 +105,7 @@ func TestResetRunsOnceThenReleases(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(tasks[0].Arguments.GetParameterByName("hosts").Value.String()), &hosts))
 	assert.Equal(t, appliedHosts, hosts, "render-inventory gets the applied hosts")
 	var ops []kubespray.Operation
-	require.NoError(t, json.Unmarshal([]byte(tasks[1].Arguments.GetParameterByName("operations").Value.String()), &ops))
+	require.NoError(t, json.Unmarshal([]byte(tasks[1].Arguments.GetArtifactByName("operations").Raw.Data), &ops))
 	require.Len(t, ops, 1)
 	assert.Equal(t, kubespray.Reset, ops[0].Playbook)
 	assert.Equal(t, "yes", ops[0].Vars["reset_confirmation"])

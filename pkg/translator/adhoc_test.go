@@ -53,11 +53,13 @@ func provisionTemplate(t *testing.T) *wfv1.WorkflowTemplate {
 }
 
 // ranTask is a DAG task as it runs: its name (an ad-hoc run's resolve-leases-from-file is
-// the controller's resolve-leases), the template it calls and its arguments' values.
+// the controller's resolve-leases), the template it calls and its arguments' values: its
+// parameters (Args) and its raw artifacts (Files).
 type ranTask struct {
 	Name     string            `json:"name"`
 	Template string            `json:"template"`
 	Args     map[string]string `json:"args"`
+	Files    map[string]string `json:"files,omitempty"`
 }
 
 // canonical is the controller's name of an ad-hoc task.
@@ -112,6 +114,13 @@ func runDAG(t *testing.T, tasks []wfv1.DAGTask, scope map[string]any, skip strin
 		r := ranTask{Name: canonical(task.Name), Template: tmpl, Args: map[string]string{}}
 		for _, p := range task.Arguments.Parameters {
 			r.Args[p.Name] = resolve(t, p.Value.String(), scope)
+		}
+		for _, a := range task.Arguments.Artifacts {
+			require.NotNil(t, a.Raw, "artifact %s of %s", a.Name, task.Name)
+			if r.Files == nil {
+				r.Files = map[string]string{}
+			}
+			r.Files[a.Name] = resolve(t, a.Raw.Data, scope)
 		}
 		ran = append(ran, r)
 		scope["tasks."+task.Name+".status"] = string(wfv1.NodeSucceeded)
@@ -283,7 +292,7 @@ kubernetes: {version: 1.31.4}
 	require.Len(t, got, 7)
 	assert.Equal(t, translator.StepBackupEtcd, got[3].Name)
 	assert.Equal(t, translator.StepReconfigure, got[4].Name)
-	assert.JSONEq(t, fmt.Sprintf(`[{"playbook":"cluster","reason":%q}]`, translator.AdHocReason), got[4].Args["operations"])
+	assert.JSONEq(t, fmt.Sprintf(`[{"playbook":"cluster","reason":%q}]`, translator.AdHocReason), got[4].Files["operations"])
 
 	// With a rerun the controller has not handled, it is that rerun.
 	p.Annotations = map[string]string{bpav1.RerunAnnotation: "7"}

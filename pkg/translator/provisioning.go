@@ -258,13 +258,20 @@ func (d provisionDAG) hostTasks(first string, leasesFromFile bool) []wfv1.DAGTas
 	}
 }
 
+// kubesprayFiles are the inputs run-kubespray takes as files only (raw artifacts), not
+// parameters: the inventory, the vars file, the operations and the artifact server's CA.
+// Argo keeps a task's inputs in its Retry node and again in each attempt's pod node; as a
+// parameter and a file both, the inventory and operations of a 1,000-node run would take
+// its Workflow past its size bound (test/bench TestThousandNodeRunWorkflowSize).
+var kubesprayFiles = []string{"inventory", "extra-vars", "operations", "artifacts-ca"}
+
 // kubesprayTask is one planned step: run-kubespray with the step's operations.
 func (d provisionDAG) kubesprayTask(name, depends, operations, allowUngraceful string) wfv1.DAGTask {
-	return d.task(name, "run-kubespray", depends, append([]string{
+	return asFiles(d.task(name, "run-kubespray", depends, append([]string{
 		"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
 		"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
 		"kubespray-image", d.param("kubespray-image"), "artifacts-ca", d.param("artifacts-ca"),
-		"operations", operations, "allow-ungraceful", allowUngraceful}, d.ssh()...)...)
+		"operations", operations, "allow-ungraceful", allowUngraceful}, d.ssh()...)...), kubesprayFiles...)
 }
 
 // stepTask is one planned step: the preflight checks, an etcd backup, or run-kubespray

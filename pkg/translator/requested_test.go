@@ -32,6 +32,9 @@ func TestRestoreWorkflow(t *testing.T) {
 			for _, a := range task.Arguments.Parameters {
 				out[task.Name] = append(out[task.Name], a.Name+"="+a.Value.String())
 			}
+			for _, a := range task.Arguments.Artifacts {
+				out[task.Name] = append(out[task.Name], a.Name+"="+a.Raw.Data)
+			}
 		}
 		out["order"] = order
 		return out

@@ -92,13 +92,13 @@ func Reset(p *bpav1.Provisioning, opts Options) (*wfv1.Workflow, error) {
 	wf.Spec.Templates = []wfv1.Template{{Name: "reset", DAG: &wfv1.DAGTemplate{Tasks: []wfv1.DAGTask{
 		task("render-inventory", t, "render-inventory", "",
 			"provisioning", wfParam("provisioning"), "generation", wfParam("generation"), "hosts", string(hostsJSON)),
-		task(StepReset, t, "run-kubespray", "render-inventory",
+		asFiles(task(StepReset, t, "run-kubespray", "render-inventory",
 			"inventory", "{{tasks.render-inventory.outputs.parameters.inventory}}",
 			"extra-vars", "{{tasks.render-inventory.outputs.parameters.extra-vars}}",
 			"kubespray-image", wfParam("kubespray-image"),
 			"operations", string(ops), "allow-ungraceful", "false",
 			"ssh-secret", wfParam("ssh-secret"), "ssh-user", wfParam("ssh-user"),
-			"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key")),
+			"ssh-port", wfParam("ssh-port"), "insecure-ignore-host-key", wfParam("insecure-ignore-host-key")), kubesprayFiles...),
 	}}}}
 	return wf, nil
 }

@@ -61,7 +61,7 @@ func TestResetWorkflow(t *testing.T) {
 	assert.Equal(t, []string{"m1", "w1", "w2"}, names, "applied nodes, then the last run's hosts with an address; removed ones left out")
 	assert.Equal(t, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, ips, "an applied node keeps its applied address")
 	var ops []kubespray.Operation
-	require.NoError(t, json.Unmarshal([]byte(tasks[1].Arguments.GetParameterByName("operations").Value.String()), &ops))
+	require.NoError(t, json.Unmarshal([]byte(tasks[1].Arguments.GetArtifactByName("operations").Raw.Data), &ops))
 	assert.Equal(t, []kubespray.Operation{kubespray.ResetCluster(ops[0].Reason)}, ops)
 	assert.Equal(t, "false", tasks[1].Arguments.GetParameterByName("allow-ungraceful").Value.String())
 

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -209,6 +210,22 @@ func task(name, wft, tmpl, depends string, args ...string) wfv1.DAGTask {
 	for i := 0; i+1 < len(args); i += 2 {
 		t.Arguments.Parameters = append(t.Arguments.Parameters, wfv1.Parameter{Name: args[i], Value: wfv1.AnyStringPtr(args[i+1])})
 	}
+	return t
+}
+
+// asFiles passes t's arguments named files as raw artifacts rather than parameters, in the
+// same order: the template takes those inputs as files only (run-kubespray's kubesprayFiles).
+func asFiles(t wfv1.DAGTask, files ...string) wfv1.DAGTask {
+	var params []wfv1.Parameter
+	for _, p := range t.Arguments.Parameters {
+		if !slices.Contains(files, p.Name) {
+			params = append(params, p)
+			continue
+		}
+		t.Arguments.Artifacts = append(t.Arguments.Artifacts, wfv1.Artifact{Name: p.Name,
+			ArtifactLocation: wfv1.ArtifactLocation{Raw: &wfv1.RawArtifact{Data: p.Value.String()}}})
+	}
+	t.Arguments.Parameters = params
 	return t
 }
 

@@ -163,8 +163,12 @@ func mustPlan(t *testing.T, p *bpav1.Provisioning) *translator.ChangePlan {
 //     carry the template's inputs (Argo copies the processed template's inputs to each
 //     node it initialises), and the Retry node its child's outputs;
 //   - a node's inputs are the template's parameters with the task's arguments substituted,
-//     and its raw artifacts with {{inputs.parameters.*}} substituted: the hosts list is
-//     there twice, once as the parameter and once as the artifact's data;
+//     and its artifacts, each the task's argument of that name (path and mode the
+//     template's) if it has one, with {{inputs.parameters.*}} substituted in raw data
+//     (workflow/common ProcessArgs, SubstituteParams): the hosts list, a parameter that
+//     an artifact's data names, is there twice; run-kubespray's inventory, a raw artifact
+//     argument, once, its data resolved in the DAG's scope (workflow/controller/dag.go
+//     resolveDependencyReferences substitutes the task's JSON whole);
 //   - a node's outputs are the template's output parameters with the values the step wrote
 //     (outputs, by parameter name), and the exit code;
 //   - status.storedTemplates holds each template the tasks reference.
@@ -220,7 +224,13 @@ func finishedStatus(t *testing.T, wf *wfv1.Workflow, outputs map[string]string) 
 			}
 			in.Parameters[i].Value, inputs["inputs.parameters."+prm.Name] = wfv1.AnyStringPtr(v), v
 		}
-		for i := range in.Artifacts {
+		for i, art := range in.Artifacts {
+			if arg := task.Arguments.GetArtifactByName(art.Name); arg != nil {
+				require.NotNil(t, arg.Raw, "artifact %s of %s", art.Name, task.Name)
+				in.Artifacts[i] = *arg.DeepCopy()
+				in.Artifacts[i].Path, in.Artifacts[i].Mode, in.Artifacts[i].RecurseMode = art.Path, art.Mode, art.RecurseMode
+				in.Artifacts[i].Raw.Data = substitute(t, arg.Raw.Data, vars)
+			}
 			if raw := in.Artifacts[i].Raw; raw != nil {
 				raw.Data = substitute(t, raw.Data, inputs)
 			}

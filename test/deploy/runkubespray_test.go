@@ -43,14 +43,15 @@ spec:
         templateRef: {name: bpa-provision, template: run-kubespray}
         arguments:
           parameters:
-          - {name: inventory, value: %q}
-          - {name: extra-vars, value: %q}
           - {name: kubespray-image, value: %q}
           - {name: ssh-secret, value: %q}
           - {name: ssh-user, value: root}
           - {name: ssh-port, value: "22"}
           - {name: insecure-ignore-host-key, value: "false"}
-          - {name: operations, value: '[{"playbook":"facts"}]'}
+          artifacts:
+          - {name: inventory, raw: {data: %q}}
+          - {name: extra-vars, raw: {data: %q}}
+          - {name: operations, raw: {data: '[{"playbook":"facts"}]'}}
 `
 
 // runKubespray: the step's private copy of the key is 0600 as the container reads it, and
@@ -73,7 +74,7 @@ func (e *env) runKubespray(t *testing.T) {
 	require.NoError(t, err)
 	vars, err := inventory.ExtraVars(&bpav1.ProvisioningSpec{})
 	require.NoError(t, err)
-	text := fmt.Sprintf(runKubesprayWorkflow, ini, vars, e.kubesprayImage, "node1-ssh")
+	text := fmt.Sprintf(runKubesprayWorkflow, e.kubesprayImage, "node1-ssh", ini, vars)
 
 	start := time.Now()
 	phase, status := e.runWorkflow(t, ctx, text)

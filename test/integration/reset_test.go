@@ -86,8 +86,8 @@ func TestDeletionPolicyOnRig(t *testing.T) {
 		assert.Contains(t, deleting("reset").message, wf.Name)
 		tasks := wf.Spec.Templates[0].DAG.Tasks
 		assert.Contains(t, tasks[0].Arguments.GetParameterByName("hosts").Value.String(), `"ip":"10.0.0.1"`, "the applied hosts")
-		assert.Contains(t, tasks[1].Arguments.GetParameterByName("operations").Value.String(), `"playbook":"`+string(kubespray.Reset)+`"`)
-		assert.Contains(t, tasks[1].Arguments.GetParameterByName("operations").Value.String(), `"reset_confirmation":"yes"`)
+		assert.Contains(t, tasks[1].Arguments.GetArtifactByName("operations").Raw.Data, `"playbook":"`+string(kubespray.Reset)+`"`)
+		assert.Contains(t, tasks[1].Arguments.GetArtifactByName("operations").Raw.Data, `"reset_confirmation":"yes"`)
 		p := get("reset")
 		assert.True(t, meta.IsStatusConditionTrue(p.Status.Conditions, bpav1.ConditionReconciling))
 		assert.True(t, claimed("reset"), "the claim stays while the reset runs")
