@@ -78,3 +78,53 @@ func (g Getter) Get(name string) (*wfv1.WorkflowTemplate, error) {
 	}
 	return nil, fmt.Errorf("workflowtemplates.argoproj.io %q not found", name)
 }
+
+// CheckArguments checks that each argument of the DAG tasks of templates names an input of
+// the template the task calls, of the same kind: a parameter as a parameter, an artifact as
+// an artifact. Argo's validator lets any other argument through and Argo ignores it, so an
+// input with a default would quietly take the default: a run-kubespray task passing its
+// operations as a parameter would run cluster.yml. A task's template is one of templates,
+// or one of g's by templateRef.
+func (g Getter) CheckArguments(templates []wfv1.Template) error {
+	local := map[string]*wfv1.Template{}
+	for i := range templates {
+		local[templates[i].Name] = &templates[i]
+	}
+	for _, t := range templates {
+		if t.DAG == nil {
+			continue
+		}
+		for _, task := range t.DAG.Tasks {
+			where := fmt.Sprintf("templates.%s.tasks.%s", t.Name, task.Name)
+			called, name := local[task.Template], task.Template
+			if ref := task.TemplateRef; ref != nil {
+				name = ref.Name + "/" + ref.Template
+				called = nil
+				if wft, ok := g[ref.Name]; ok {
+					called = wft.GetTemplateByName(ref.Template)
+				}
+			}
+			if called == nil {
+				return fmt.Errorf("%s: no template %s", where, name)
+			}
+			for _, p := range task.Arguments.Parameters {
+				if called.Inputs.GetParameterByName(p.Name) == nil {
+					return fmt.Errorf("%s.arguments.parameters.%s: %s has no input parameter %s%s", where, p.Name, name, p.Name, otherKind(called.Inputs.GetArtifactByName(p.Name) != nil, "an artifact"))
+				}
+			}
+			for _, a := range task.Arguments.Artifacts {
+				if called.Inputs.GetArtifactByName(a.Name) == nil {
+					return fmt.Errorf("%s.arguments.artifacts.%s: %s has no input artifact %s%s", where, a.Name, name, a.Name, otherKind(called.Inputs.GetParameterByName(a.Name) != nil, "a parameter"))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func otherKind(has bool, kind string) string {
+	if has {
+		return " (it takes it as " + kind + ")"
+	}
+	return ""
+}

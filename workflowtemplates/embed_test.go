@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/argoproj/argo-workflows/v3/workflow/templateresolution"
 	"github.com/argoproj/argo-workflows/v3/workflow/validate"
 	"github.com/stretchr/testify/assert"
@@ -20,7 +21,29 @@ func TestTemplatesPassArgoValidation(t *testing.T) {
 	for name, wft := range g {
 		err := validate.ValidateWorkflowTemplate(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wft, nil, validate.ValidateOpts{})
 		require.NoError(t, err, name)
+		require.NoError(t, g.CheckArguments(wft.Spec.Templates), name)
 	}
+}
+
+// CheckArguments refuses what Argo's validator lets through: an argument the called template
+// has no input for, or has as the other kind (run-kubespray's operations as a parameter,
+// which Argo would ignore for the default, cluster.yml).
+func TestCheckArgumentsRefusesAnArgumentOfTheWrongKind(t *testing.T) {
+	g, err := workflowtemplates.NewGetter()
+	require.NoError(t, err)
+	call := func(args wfv1.Arguments) []wfv1.Template {
+		return []wfv1.Template{{Name: "main", DAG: &wfv1.DAGTemplate{Tasks: []wfv1.DAGTask{{Name: "k", Arguments: args,
+			TemplateRef: &wfv1.TemplateRef{Name: workflowtemplates.Provision, Template: "run-kubespray"}}}}}}
+	}
+	ops := wfv1.Arguments{Artifacts: wfv1.Artifacts{{Name: "operations", ArtifactLocation: wfv1.ArtifactLocation{Raw: &wfv1.RawArtifact{Data: "[]"}}}}}
+	require.NoError(t, g.CheckArguments(call(ops)))
+	err = g.CheckArguments(call(wfv1.Arguments{Parameters: []wfv1.Parameter{{Name: "operations", Value: wfv1.AnyStringPtr("[]")}}}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "templates.main.tasks.k.arguments.parameters.operations: bpa-provision/run-kubespray has no input parameter operations (it takes it as an artifact)")
+	err = g.CheckArguments(call(wfv1.Arguments{Artifacts: wfv1.Artifacts{{Name: "ssh-user", ArtifactLocation: wfv1.ArtifactLocation{Raw: &wfv1.RawArtifact{Data: "root"}}}}}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has no input artifact ssh-user (it takes it as a parameter)")
+	assert.ErrorContains(t, g.CheckArguments(call(wfv1.Arguments{Parameters: []wfv1.Parameter{{Name: "nope", Value: wfv1.AnyStringPtr("")}}})), "no input parameter nope")
 }
 
 // Every step runs as its own account with only its own rights (config/rbac/steps.yaml), or

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"sync"
 
 	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
@@ -11,13 +12,17 @@ import (
 )
 
 // ValidateWorkflow runs Argo's own validator on wf, resolving templateRefs against the
-// embedded WorkflowTemplates (the ones the controller installs).
+// embedded WorkflowTemplates (the ones the controller installs), and checks that each
+// task's arguments are inputs of the template it calls (Getter.CheckArguments).
 func ValidateWorkflow(wf *wfv1.Workflow) error {
 	g, err := embeddedTemplates()
 	if err != nil {
 		return err
 	}
-	return validate.ValidateWorkflow(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wf.DeepCopy(), nil, validate.ValidateOpts{})
+	if err := validate.ValidateWorkflow(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wf.DeepCopy(), nil, validate.ValidateOpts{}); err != nil {
+		return err
+	}
+	return g.CheckArguments(wf.Spec.Templates)
 }
 
 // embeddedTemplates parses the embedded templates once; they cannot change at run time.
@@ -34,6 +39,8 @@ func ValidateWorkflowTemplates() []error {
 	for _, wft := range all {
 		if err := validate.ValidateWorkflowTemplate(g, &templateresolution.NullClusterWorkflowTemplateGetter{}, wft, nil, validate.ValidateOpts{}); err != nil {
 			errs = append(errs, err)
+		} else if err := g.CheckArguments(wft.Spec.Templates); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", wft.Name, err))
 		}
 	}
 	return errs
