@@ -23,8 +23,8 @@ const (
 // when the node lost them, never for what they said: Argo's Error (the pod or the executor
 // gone, or the executor's report refused while the apiserver restarts) or a container whose
 // state the runtime lost (containerd restarted under it). The chaos soak (docs/soak.md)
-// found both ending runs that nothing had failed. (run-kubespray has no retry: see its
-// template.)
+// found both ending runs that nothing had failed. A step's own failure is Failed, with
+// a message such as "Error (exit code 2)", and is never retried.
 const InfraRetryExpression = `lastRetry.status == "Error" || lastRetry.message contains "Unknown (exit code 255)"`
 
 //go:embed *.yaml

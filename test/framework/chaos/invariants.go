@@ -91,7 +91,8 @@ func Check(s *State) (violations []Violation, accepted []string) {
 }
 
 // FaultReasons are the Stalled reasons a fault that takes a host away may cause: a step
-// that reaches the host failed (run-kubespray has no retry, by design), or a check of it.
+// that reaches the host failed (kubespray's failure is its own, which is never retried), or
+// a check of it.
 var FaultReasons = []string{bpav1.ReasonRunFailed, bpav1.ReasonNodeUnreachable, bpav1.ReasonEtcdBackupFailed, bpav1.ReasonPreflightFailed}
 
 // Converged checks that every Provisioning and Software has Succeeded for its current generation
