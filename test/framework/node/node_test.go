@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	wfv1 "github.com/argoproj/argo-workflows/v3/pkg/apis/workflow/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -46,6 +49,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("images pulled from the registry through the hosts.toml mirror", e.pulledThroughMirror)
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
+	t.Run("a DAG task's raw artifact argument reaches each attempt's file, resolved in every node's inputs", e.rawArtifactArgument)
 	t.Run("pods run in the node's processes, and a container straight on containerd in its cgroup root", e.podsRun)
 	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
 	t.Run("the bridge keeps its MAC address as ports come and go", e.bridgeMAC)
@@ -168,6 +172,15 @@ func (e *env) serviceAccountToken(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("service %s:443\nsystem:serviceaccount:%s:default\n", rig.KubernetesServiceIP, e.ns), logs)
 }
 
+// produceTemplate writes its pod's name, prefixed with passed-, to its output parameter msg.
+const produceTemplate = `  - name: produce
+    container:
+      image: ` + node.BusyboxImage + `
+      command: [sh, -c, "printf 'passed-%s' $(hostname) > /tmp/out.txt"]
+    outputs:
+      parameters: [{name: msg, valueFrom: {path: /tmp/out.txt}}]
+`
+
 // twoSteps passes produce's output parameter, read by Argo's wait container from a file the
 // step wrote, to consume.
 const twoSteps = `apiVersion: argoproj.io/v1alpha1
@@ -184,13 +197,7 @@ spec:
         template: consume
         arguments:
           parameters: [{name: msg, value: "{{steps.produce.outputs.parameters.msg}}"}]
-  - name: produce
-    container:
-      image: ` + node.BusyboxImage + `
-      command: [sh, -c, "printf 'passed-%s' $(hostname) > /tmp/out.txt"]
-    outputs:
-      parameters: [{name: msg, valueFrom: {path: /tmp/out.txt}}]
-  - name: consume
+` + produceTemplate + `  - name: consume
     inputs:
       parameters: [{name: msg}]
     container:
@@ -198,39 +205,55 @@ spec:
       command: [sh, -c, "echo got: {{inputs.parameters.msg}}"]
 `
 
-func (e *env) workflowOutputParameter(t *testing.T) {
+// executorRights gives the namespace's default account what Argo's executor needs: its wait
+// container reports outputs as WorkflowTaskResults.
+func (e *env) executorRights(t *testing.T) {
 	ctx := e.ctx()
-	// What Argo's executor needs: its wait container reports outputs as WorkflowTaskResults.
 	_, err := e.c.RbacV1().Roles(e.ns).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "argo-executor"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"workflowtaskresults"}, Verbs: []string{"create", "patch"}}},
 	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
 	_, err = e.c.RbacV1().RoleBindings(e.ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "argo-executor"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "argo-executor"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: e.ns}},
 	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
 
+// runWorkflow creates the Workflow text names and waits for it to end, returning it; it
+// fails t unless it Succeeded.
+func (e *env) runWorkflow(t *testing.T, ctx context.Context, text string) *unstructured.Unstructured {
 	var wf unstructured.Unstructured
-	require.NoError(t, yaml.Unmarshal([]byte(twoSteps), &wf.Object))
+	require.NoError(t, yaml.Unmarshal([]byte(text), &wf.Object))
 	wfs := dynamic.NewForConfigOrDie(e.n.Rig.RESTConfig).Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}).Namespace(e.ns)
 	start := time.Now()
-	_, err = wfs.Create(ctx, &wf, metav1.CreateOptions{})
+	_, err := wfs.Create(ctx, &wf, metav1.CreateOptions{})
 	require.NoError(t, err)
 	var phase string
 	var got *unstructured.Unstructured
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if got, err = wfs.Get(ctx, "two-steps", metav1.GetOptions{}); err != nil {
+		if got, err = wfs.Get(ctx, wf.GetName(), metav1.GetOptions{}); err != nil {
 			return false, err
 		}
 		phase, _, _ = unstructured.NestedString(got.Object, "status", "phase")
 		return phase == "Succeeded" || phase == "Failed" || phase == "Error", nil
 	}))
-	t.Logf("two-step Workflow %s in %s", phase, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("Workflow %s %s in %s", wf.GetName(), phase, time.Since(start).Round(100*time.Millisecond))
 	status, _ := yaml.Marshal(got.Object["status"])
 	require.Equal(t, "Succeeded", phase, "%s", status)
+	return got
+}
+
+func (e *env) workflowOutputParameter(t *testing.T) {
+	ctx := e.ctx()
+	e.executorRights(t)
+	e.runWorkflow(t, ctx, twoSteps)
 
 	pods, err := e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=two-steps"})
 	require.NoError(t, err)
@@ -248,6 +271,82 @@ func (e *env) workflowOutputParameter(t *testing.T) {
 	logs := e.kubectlLogs(t, consume, "-c", "main")
 	assert.Equal(t, "got: passed-"+produce, strings.Split(logs, "\n")[0],
 		"consume got the parameter produce wrote (its hostname is its pod's name): %s", logs)
+}
+
+// rawArtifactDAG passes produce's output parameter to consume as a raw artifact only, as
+// BPA's DAGs pass run-kubespray its inventory. consume is retried (its first attempt fails):
+// Argo keeps the inputs in the Retry node and in each attempt's pod node.
+const rawArtifactDAG = `apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: raw-artifact}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - name: produce
+        template: produce
+      - name: consume
+        template: consume
+        depends: produce
+        arguments:
+          artifacts: [{name: msg, raw: {data: "{{tasks.produce.outputs.parameters.msg}}"}}]
+` + produceTemplate + `  - name: consume
+    inputs:
+      artifacts: [{name: msg, path: /bpa/in/msg.txt}]
+    retryStrategy: {limit: "1", retryPolicy: Always}
+    container:
+      image: ` + node.BusyboxImage + `
+      command: [sh, -c, 'echo "got: $(cat /bpa/in/msg.txt)"; test {{retries}} -gt 0']
+`
+
+// rawArtifactArgument: the file each attempt of consume reads holds what produce wrote, and
+// the Workflow's status records it resolved in the inputs of the Retry node and of each
+// attempt (test/bench's finishedStatus models this to size a 1,000-node run).
+func (e *env) rawArtifactArgument(t *testing.T) {
+	ctx := e.ctx()
+	e.executorRights(t)
+	got := e.runWorkflow(t, ctx, rawArtifactDAG)
+	var wf wfv1.Workflow
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, &wf))
+
+	pods, err := e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=raw-artifact"})
+	require.NoError(t, err)
+	podOf := map[string]string{} // node name -> pod name
+	for _, p := range pods.Items {
+		podOf[p.Annotations["workflows.argoproj.io/node-name"]] = p.Name
+	}
+	produce := podOf["raw-artifact.produce"]
+	require.NotEmpty(t, produce, "produce's pod: %v", podOf)
+	want := "passed-" + produce
+
+	byName := map[string]wfv1.NodeStatus{}
+	for _, n := range wf.Status.Nodes {
+		byName[n.Name] = n
+	}
+	retry := byName["raw-artifact.consume"]
+	assert.Equal(t, wfv1.NodeTypeRetry, retry.Type)
+	require.Len(t, retry.Children, 2, "a failed attempt and the one after it")
+	for _, name := range []string{"raw-artifact.consume", "raw-artifact.consume(0)", "raw-artifact.consume(1)"} {
+		n := byName[name]
+		require.NotNil(t, n.Inputs, name)
+		assert.Empty(t, n.Inputs.Parameters, name)
+		require.Len(t, n.Inputs.Artifacts, 1, name)
+		a := n.Inputs.Artifacts[0]
+		assert.Equal(t, "msg", a.Name, name)
+		assert.Equal(t, "/bpa/in/msg.txt", a.Path, "%s: the template's path", name)
+		require.NotNil(t, a.Raw, name)
+		assert.Equal(t, want, a.Raw.Data, "%s records the data resolved", name)
+	}
+	for i, phase := range []wfv1.NodePhase{wfv1.NodeFailed, wfv1.NodeSucceeded} {
+		name := fmt.Sprintf("raw-artifact.consume(%d)", i)
+		assert.Equal(t, phase, byName[name].Phase, name)
+		pod := podOf[name]
+		require.NotEmpty(t, pod, "%s's pod: %v", name, podOf)
+		logs := e.kubectlLogs(t, pod, "-c", "main")
+		assert.Equal(t, "got: "+want, strings.Split(logs, "\n")[0], "%s read the file: %s", name, logs)
+	}
 }
 
 // podsRun starts pods at once and sees each Running, then finds the node's processes
