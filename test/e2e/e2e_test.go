@@ -523,6 +523,19 @@ func (e *env) scenarioRetry(t *testing.T) {
 	// The failed step's log, where a user looks first, shows the failing Ansible task.
 	assertLogLines(t, e.argoLogs(t, failed.Status.Workflow.Name), "run-kubespray",
 		`TASK \[sim : SIMULATED injected failure in kubernetes/control-plane : kubeadm init\]`, `fatal: \[\S+\]: FAILED! => .*injected failure`, "PLAY RECAP")
+	// Argo did not retry it: its retry is for a pod the node lost, and what kubespray said
+	// (a non-zero exit: Failed) is for a person to read first.
+	wf := &wfv1.Workflow{}
+	require.NoError(t, e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: failed.Status.Workflow.Name}, wf))
+	var attempts []wfv1.NodeStatus
+	for _, n := range wf.Status.Nodes {
+		if n.Type == wfv1.NodeTypePod && strings.HasPrefix(n.DisplayName, translator.StepCreate+"(") {
+			attempts = append(attempts, n)
+		}
+	}
+	require.Len(t, attempts, 1, "one attempt of %s: %v", translator.StepCreate, failedNodes(wf))
+	assert.Equal(t, wfv1.NodeFailed, attempts[0].Phase)
+	assert.Contains(t, attempts[0].Message, "Error (exit code ", "kubespray exited non-zero")
 
 	require.NoError(t, os.Remove(e.FailFile))
 	out, err := e.Argo(e.ctx, "retry", failed.Status.Workflow.Name)
