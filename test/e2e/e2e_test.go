@@ -630,7 +630,7 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	require.NoError(t, e.Client.Update(e.ctx, held))
 	out, err := e.Argo(e.ctx, "submit", "-n", e.Namespace, "--from", "workflowtemplate/bpa-provision", "-p", "provisioning="+a.Name)
 	require.NoError(t, err, out)
-	deadline := time.Now().Add(runTimeout)
+	deadline := time.Now().Add(2 * runTimeout) // the rerun and the ad-hoc run, one after the other
 	for {
 		list := &wfv1.WorkflowList{}
 		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: a.Name}))

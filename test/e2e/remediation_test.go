@@ -126,7 +126,8 @@ func (e *env) rebootAfterRestartFails(t *testing.T, name string, kc kubernetes.I
 	}
 	require.NotNil(t, restart, "the Restart rung came first")
 	assert.Equal(t, wfv1.WorkflowFailed, restart.Status.Phase, "a restart cannot start a kubelet broken until a reboot")
-	assert.Less(t, restart.Status.FinishedAt.Time, reboot.Status.StartedAt.Time)
+	// Argo's times are whole seconds: the Reboot may start in the second the Restart ended.
+	assert.False(t, reboot.Status.StartedAt.Before(&restart.Status.FinishedAt), "the Reboot started (%s) before the Restart ended (%s)", reboot.Status.StartedAt, restart.Status.FinishedAt)
 	assert.Equal(t, 2, e.countEvents(t, name, bpav1.EventRemediationRestart, corev1.EventTypeNormal))
 	assert.Equal(t, 1, e.countEvents(t, name, bpav1.EventRemediationReboot, corev1.EventTypeNormal))
 	p := &bpav1.Provisioning{}
