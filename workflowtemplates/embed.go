@@ -27,6 +27,12 @@ const (
 // a message such as "Error (exit code 2)", and is never retried.
 const InfraRetryExpression = `lastRetry.status == "Error" || lastRetry.message contains "Unknown (exit code 255)"`
 
+// NotChangedExpression is the retryStrategy expression of the steps retried on any failure
+// but one: a step that found its Provisioning changed since the run started exits with
+// stepio.ExitChanged, and no retry of it can succeed (the controller starts a new run).
+// An Error (the node lost the step) has exit code -1 and is retried.
+const NotChangedExpression = `lastRetry.exitCode != "3"`
+
 //go:embed *.yaml
 var files embed.FS
 

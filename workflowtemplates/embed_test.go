@@ -1,6 +1,7 @@
 package workflowtemplates_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 
@@ -105,4 +107,28 @@ func TestEveryStepSurvivesTheNodeLosingIt(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, infra, 8)
+}
+
+// A step that checks its run's generation (--generation) and finds the CR changed can never
+// succeed on a retry: its retry strategy skips that exit status (NotChangedExpression), or
+// retries only what the node lost. Before, a drift check whose CR changed under it retried
+// resolve-leases for 15 minutes, and no later check ran meanwhile.
+func TestAChangedCRIsNeverRetried(t *testing.T) {
+	assert.Equal(t, fmt.Sprintf(`lastRetry.exitCode != "%d"`, stepio.ExitChanged), workflowtemplates.NotChangedExpression)
+	g, err := workflowtemplates.NewGetter()
+	require.NoError(t, err)
+	checked := 0
+	for name, wft := range g {
+		for _, tmpl := range wft.Spec.Templates {
+			if tmpl.Container == nil || !slices.ContainsFunc(tmpl.Container.Args, func(a string) bool { return strings.HasPrefix(a, "--generation=") }) ||
+				!strings.Contains(strings.Join(tmpl.Container.Args, " "), "--provisioning=") {
+				continue
+			}
+			checked++
+			require.NotNil(t, tmpl.RetryStrategy, "%s/%s", name, tmpl.Name)
+			assert.Contains(t, []string{workflowtemplates.NotChangedExpression, workflowtemplates.InfraRetryExpression}, tmpl.RetryStrategy.Expression,
+				"%s/%s checks its generation: a changed CR is never retried", name, tmpl.Name)
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 4, "discover-hosts, resolve-leases (twice), render-inventory")
 }

@@ -70,7 +70,8 @@ func NewRootCommand() *cobra.Command {
 // Exit statuses: as grep and diff do, a verb that checks says "refused" apart from "could
 // not": 1 means the input was read, judged and refused (lint's problems, a change plan
 // refuses, a host that cannot be matched, artifacts the server lacks); 2 means the verb
-// failed (a bad flag, a file that cannot be read, an apiserver out of reach).
+// failed (a bad flag, a file that cannot be read, an apiserver out of reach). A step may
+// name a status of its own (3: its CR changed since the run started, stepio.ExitChanged).
 const (
 	exitRefused = 1
 	exitFailed  = 2
@@ -117,6 +118,11 @@ func report(stderr io.Writer, err error) int {
 		return exit.Code
 	}
 	fmt.Fprintln(stderr, "Error:", err)
+	// An error of a step's that names its own status (stepio.ChangedError: 3).
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
 	return exitFailed
 }
 

@@ -632,8 +632,9 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	require.NoError(t, err, out)
 	deadline := time.Now().Add(2 * runTimeout) // the rerun and the ad-hoc run, one after the other
 	for {
+		// From the cache (Base.Reader): ten reads a second cost the apiserver nothing.
 		list := &wfv1.WorkflowList{}
-		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: a.Name}))
+		require.NoError(t, e.Reader.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: a.Name}))
 		// An ad-hoc run looks its CR up before it takes the cluster's mutex: what must
 		// never overlap is the steps that act on the cluster.
 		running, done := 0, 0
@@ -907,7 +908,8 @@ func (e *env) waitWithin(t *testing.T, timeout time.Duration, obj client.Object,
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		err := e.Client.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, obj)
+		// From the cache (Base.Reader): a state it shows is one the object had.
+		err := e.Reader.Get(e.ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, obj)
 		if err == nil && cond() {
 			return
 		}
@@ -963,7 +965,11 @@ func (e *env) waitGoneWithin(t *testing.T, obj client.Object, bound time.Duratio
 	t.Helper()
 	deadline := time.Now().Add(bound)
 	for {
-		err := e.Client.Get(e.ctx, client.ObjectKeyFromObject(obj), obj)
+		// The cache first, then the apiserver: a cache may not have seen the object yet.
+		err := e.Reader.Get(e.ctx, client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			err = e.Client.Get(e.ctx, client.ObjectKeyFromObject(obj), obj)
+		}
 		if apierrors.IsNotFound(err) {
 			return
 		}
@@ -983,7 +989,9 @@ func (e *env) waitWorkflow(t *testing.T, name, what string, cond func(*wfv1.Work
 	t.Helper()
 	deadline := time.Now().Add(runTimeout)
 	for time.Now().Before(deadline) {
-		for _, wf := range e.workflowsOf(t, bpav1.ProvisioningNameLabel, name) {
+		list := &wfv1.WorkflowList{}
+		require.NoError(t, e.Reader.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: name}))
+		for _, wf := range list.Items {
 			if cond(&wf) {
 				return
 			}

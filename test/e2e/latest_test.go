@@ -180,7 +180,7 @@ func (e *env) waitIndex(t *testing.T, want map[string]string) *bpav1.ArtifactInd
 	idx := &bpav1.ArtifactIndex{}
 	deadline := time.Now().Add(runTimeout)
 	for {
-		err := e.Client.Get(e.ctx, client.ObjectKey{Name: "bpa-artifacts"}, idx)
+		err := e.Reader.Get(e.ctx, client.ObjectKey{Name: "bpa-artifacts"}, idx)
 		got := map[string]string{}
 		for _, p := range idx.Status.Packages {
 			got[p.Name] = p.Version
@@ -239,7 +239,7 @@ func (e *env) waitEvent(t *testing.T, name, reason, message string) {
 	deadline := time.Now().Add(runTimeout)
 	for {
 		list := &corev1.EventList{}
-		require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace)))
+		require.NoError(t, e.Reader.List(e.ctx, list, client.InNamespace(e.Namespace)))
 		var seen []string
 		for _, ev := range list.Items {
 			if ev.InvolvedObject.Name == name && ev.Reason == reason {

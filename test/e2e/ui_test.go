@@ -183,7 +183,8 @@ func assertLoopbackOnly(t *testing.T, url string) {
 }
 
 // waitPhaseOther waits until the Provisioning has phase (on a Workflow other than
-// notWorkflow, when given), polling often enough to see a short Running.
+// notWorkflow, when given), polling often enough to see a short Running: the cache
+// (Base.Reader), which costs the apiserver nothing however often it is read.
 func waitPhaseOther(t *testing.T, site *sim.Site, name string, phase bpav1.RunPhase, notWorkflow string) *bpav1.Provisioning {
 	t.Helper()
 	p := &bpav1.Provisioning{}
@@ -191,7 +192,7 @@ func waitPhaseOther(t *testing.T, site *sim.Site, name string, phase bpav1.RunPh
 	// less than a 2-core CI machine needs for a run while the rest of make test runs beside.
 	deadline := time.Now().Add(runTimeout)
 	for {
-		err := site.Client.Get(context.Background(), client.ObjectKey{Namespace: site.Namespace, Name: name}, p)
+		err := site.Reader.Get(context.Background(), client.ObjectKey{Namespace: site.Namespace, Name: name}, p)
 		if err == nil && p.Status.Phase == phase && p.Status.Workflow != nil && p.Status.Workflow.Name != notWorkflow {
 			return p
 		}

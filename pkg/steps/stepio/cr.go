@@ -49,8 +49,27 @@ func (r CR) Get(ctx context.Context, c client.Reader) (*bpav1.Provisioning, erro
 		return nil, fmt.Errorf("reading Provisioning %s/%s: %w", r.Namespace, r.Name, err)
 	}
 	if r.Generation > 0 && p.Generation != r.Generation {
-		return nil, fmt.Errorf("Provisioning %s changed since this run started (generation %d, now %d); the controller starts a new run",
-			r.Name, r.Generation, p.Generation)
+		return nil, &ChangedError{Name: r.Name, Was: r.Generation, Now: p.Generation}
 	}
 	return p, nil
 }
+
+// ExitChanged is the exit status of a step that found its Provisioning changed since the
+// run started (ChangedError). No retry of the step can succeed, so the steps' retry
+// strategies never retry it (workflowtemplates.NotChangedExpression): a drift check that
+// outlived its generation once retried resolve-leases for its whole 15 minutes, and held
+// every later check back.
+const ExitChanged = 3
+
+// ChangedError is CR.Get's refusal of a Provisioning whose generation is no longer the run's.
+type ChangedError struct {
+	Name     string
+	Was, Now int64
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("Provisioning %s changed since this run started (generation %d, now %d); the controller starts a new run", e.Name, e.Was, e.Now)
+}
+
+// ExitCode is the step's exit status (ExitChanged): `bpa` exits with it.
+func (e *ChangedError) ExitCode() int { return ExitChanged }

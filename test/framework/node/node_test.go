@@ -30,10 +30,12 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/akraino-edge-stack/bpa/pkg/steps/stepio"
 	"github.com/akraino-edge-stack/bpa/test/framework"
 	"github.com/akraino-edge-stack/bpa/test/framework/node"
 	"github.com/akraino-edge-stack/bpa/test/framework/rig"
 	"github.com/akraino-edge-stack/bpa/test/framework/simhost"
+	"github.com/akraino-edge-stack/bpa/workflowtemplates"
 )
 
 // TestRealNode runs pods in real containers on one node (a node takes about a minute to
@@ -50,6 +52,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("projected token reaches the apiserver through the kubernetes Service", e.serviceAccountToken)
 	t.Run("Argo's executor passes an output parameter between two steps", e.workflowOutputParameter)
 	t.Run("a DAG task's raw artifact argument reaches each attempt's file, resolved in every node's inputs", e.rawArtifactArgument)
+	t.Run("a retry expression reads the exit code: 3 (a changed CR) runs once, 2 is retried", e.retryByExitCode)
 	t.Run("pods run in the node's processes, and a container straight on containerd in its cgroup root", e.podsRun)
 	t.Run("a pod reaches a simulated host on the bridge, which reaches nothing beyond it", e.simulatedHost)
 	t.Run("the bridge keeps its MAC address as ports come and go", e.bridgeMAC)
@@ -250,6 +253,19 @@ func (e *env) runWorkflow(t *testing.T, ctx context.Context, text string) *unstr
 	return got
 }
 
+// workflowNodes runs the Workflow text until it succeeds and returns its nodes by name.
+func (e *env) workflowNodes(t *testing.T, text string) map[string]wfv1.NodeStatus {
+	e.executorRights(t)
+	got := e.runWorkflow(t, e.ctx(), text)
+	var wf wfv1.Workflow
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, &wf))
+	byName := map[string]wfv1.NodeStatus{}
+	for _, n := range wf.Status.Nodes {
+		byName[n.Name] = n
+	}
+	return byName
+}
+
 func (e *env) workflowOutputParameter(t *testing.T) {
 	ctx := e.ctx()
 	e.executorRights(t)
@@ -306,10 +322,7 @@ spec:
 // attempt (test/bench's finishedStatus models this to size a 1,000-node run).
 func (e *env) rawArtifactArgument(t *testing.T) {
 	ctx := e.ctx()
-	e.executorRights(t)
-	got := e.runWorkflow(t, ctx, rawArtifactDAG)
-	var wf wfv1.Workflow
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, &wf))
+	byName := e.workflowNodes(t, rawArtifactDAG)
 
 	pods, err := e.c.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=raw-artifact"})
 	require.NoError(t, err)
@@ -321,10 +334,6 @@ func (e *env) rawArtifactArgument(t *testing.T) {
 	require.NotEmpty(t, produce, "produce's pod: %v", podOf)
 	want := "passed-" + produce
 
-	byName := map[string]wfv1.NodeStatus{}
-	for _, n := range wf.Status.Nodes {
-		byName[n.Name] = n
-	}
 	retry := byName["raw-artifact.consume"]
 	assert.Equal(t, wfv1.NodeTypeRetry, retry.Type)
 	require.Len(t, retry.Children, 2, "a failed attempt and the one after it")
@@ -346,6 +355,39 @@ func (e *env) rawArtifactArgument(t *testing.T) {
 		require.NotEmpty(t, pod, "%s's pod: %v", name, podOf)
 		logs := e.kubectlLogs(t, pod, "-c", "main")
 		assert.Equal(t, "got: "+want, strings.Split(logs, "\n")[0], "%s read the file: %s", name, logs)
+	}
+}
+
+// retryExitCodeDAG runs one template that exits with its input, under the retry strategy
+// of BPA's steps that check their run's generation (workflowtemplates.NotChangedExpression).
+var retryExitCodeDAG = `apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: retry-exit-code}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: changed, template: exit, continueOn: {failed: true}, arguments: {parameters: [{name: code, value: "` + strconv.Itoa(stepio.ExitChanged) + `"}]}}
+      - {name: failed, template: exit, continueOn: {failed: true}, arguments: {parameters: [{name: code, value: "2"}]}}
+  - name: exit
+    inputs: {parameters: [{name: code}]}
+    retryStrategy: {limit: "1", retryPolicy: Always, expression: '` + workflowtemplates.NotChangedExpression + `'}
+    container:
+      image: ` + node.BusyboxImage + `
+      command: [sh, -c, 'exit {{inputs.parameters.code}}']
+`
+
+// retryByExitCode: Argo's lastRetry.exitCode is the container's, so a step that found its CR
+// changed (exit 3) runs once, and any other failure is retried.
+func (e *env) retryByExitCode(t *testing.T) {
+	byName := e.workflowNodes(t, retryExitCodeDAG)
+	for task, attempts := range map[string]int{"changed": 1, "failed": 2} {
+		n := byName["retry-exit-code."+task]
+		assert.Equal(t, wfv1.NodeTypeRetry, n.Type, task)
+		assert.Equal(t, wfv1.NodeFailed, n.Phase, task)
+		assert.Len(t, n.Children, attempts, "%s's attempts", task)
 	}
 }
 

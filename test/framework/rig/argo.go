@@ -66,7 +66,9 @@ func (r *Rig) InstallArgoCRDs(ctx context.Context, minimal bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	// Two minutes: the apiserver compiles the full schemas (~3 MB for workflows) before it
+	// serves them, which took over 30 s on two busy cores.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, n := range names {
 			crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
 			if err != nil {

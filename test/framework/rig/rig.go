@@ -189,7 +189,9 @@ func Start(ctx context.Context, opts Options) (_ *Rig, err error) {
 func ForTest(t framework.T, opts Options) *Rig {
 	t.Helper()
 	RequireTools(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A bound for a hung start, not a measure: a rig that starts in 15 s alone took over a
+	// minute beside other suites on two cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
 	r, err := Start(ctx, opts)

@@ -47,7 +47,10 @@ const bootTime = 2 * time.Second
 
 // rebooter is the stand-in for one namespace's hosts.
 type rebooter struct {
-	c         client.Client
+	c client.Client
+	// r is a cache: the hosts to act on are found there and read again from the apiserver
+	// before acting (a cache may be behind the stand-in's own last write).
+	r         client.Reader
 	namespace string
 	machineOf func(*metal3v1.BareMetalHost) *simhost.Host
 	logf      func(string, ...any)
@@ -56,8 +59,8 @@ type rebooter struct {
 
 // startRebooter runs the stand-in on namespace's BareMetalHosts until t ends; machineOf is
 // the simulated machine of a host (nil: none).
-func startRebooter(t framework.T, c client.Client, namespace string, machineOf func(*metal3v1.BareMetalHost) *simhost.Host) {
-	r := &rebooter{c: c, namespace: namespace, machineOf: machineOf, logf: t.Logf, off: map[string]bool{}}
+func startRebooter(t framework.T, c client.Client, cached client.Reader, namespace string, machineOf func(*metal3v1.BareMetalHost) *simhost.Host) {
+	r := &rebooter{c: c, r: cached, namespace: namespace, machineOf: machineOf, logf: t.Logf, off: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -76,12 +79,19 @@ func startRebooter(t framework.T, c client.Client, namespace string, machineOf f
 // a failed write waits for the next round.
 func (r *rebooter) reconcile(ctx context.Context) {
 	list := &metal3v1.BareMetalHostList{}
-	if err := r.c.List(ctx, list, client.InNamespace(r.namespace)); err != nil {
+	if err := r.r.List(ctx, list, client.InNamespace(r.namespace)); err != nil {
 		return
 	}
 	for i := range list.Items {
-		if err := r.step(ctx, &list.Items[i]); err != nil && ctx.Err() == nil {
-			r.logf("sim metal3: BareMetalHost %s: %v", list.Items[i].Name, err)
+		h := &list.Items[i]
+		if _, requested := h.Annotations[metal3v1.RebootAnnotationPrefix]; !requested && !r.off[h.Name] {
+			continue // nothing to do, however far behind the cache is
+		}
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(h), h); err != nil {
+			continue
+		}
+		if err := r.step(ctx, h); err != nil && ctx.Err() == nil {
+			r.logf("sim metal3: BareMetalHost %s: %v", h.Name, err)
 		}
 	}
 }

@@ -60,7 +60,7 @@ func TestRebootAnnotationStandIn(t *testing.T) {
 		h.Status = status
 		require.NoError(t, hc.Status().Update(ctx, h))
 	}
-	startRebooter(t, hc, ns, func(h *metal3v1.BareMetalHost) *simhost.Host { return machines[h.Name] })
+	startRebooter(t, hc, hc, ns, func(h *metal3v1.BareMetalHost) *simhost.Host { return machines[h.Name] })
 
 	systemctl := func(verb, unit string) (string, int) {
 		sc, err := sshexec.Dial(ctx, w1.IP, sshexec.Config{Port: w1.Port, KeyFile: w1.ClientKeyPath(), KnownHostsFile: w1.KnownHostsPath()})

@@ -35,6 +35,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/akraino-edge-stack/bpa/hack/images"
@@ -82,6 +84,12 @@ type Base struct {
 	Node   *node.Node
 	Rig    *rig.Rig
 	Client client.Client
+	// Reader reads from a cache of the node's apiserver (one watch per kind, cluster-wide,
+	// started on the kind's first read): for what polls, the tests' waits and the stand-in
+	// baremetal-operator. Every lane polling the apiserver itself ten times a second was a
+	// third of the apiserver's CPU and most of etcd's, and starved the runs it waited for.
+	// A cache may be behind: never read from it that something is absent or unchanged.
+	Reader client.Reader
 	// BPA is the bpa binary the controllers run; the steps run the same code in StepImage.
 	BPA string
 
@@ -108,9 +116,27 @@ func Start(t framework.T, opts Options) *Base {
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	must(t, err, "client")
 	b.Client = c
+	b.Reader = startCache(t, cfg)
 	b.agent, err = kubespraysim.BuildAgent()
 	must(t, err, "building the stand-in kubespray's agent")
 	return b
+}
+
+// startCache starts a cache of cfg's apiserver for t's lifetime (Base.Reader).
+func startCache(t framework.T, cfg *rest.Config) client.Reader {
+	t.Helper()
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme.New()})
+	must(t, err, "the tests' cache")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Start(ctx); err != nil {
+			t.Logf("the tests' cache stopped: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
 }
 
 // New starts a node for t with one site on it (Start, NewSite).
@@ -163,7 +189,7 @@ func (b *Base) NewSite(t framework.T) *Site {
 	must(t, copyFile(b.agent, s.agent, 0o755), "copying the stand-in kubespray's agent")
 	must(t, s.injectKubesprayEnv(ctx), "the run-kubespray containers' settings")
 	startKubelets(t, s.App, s.Machine)
-	startRebooter(t, b.Client, s.Namespace, s.machineOfHost)
+	startRebooter(t, b.Client, b.Reader, s.Namespace, s.machineOfHost)
 	_, err = s.App.StartNodeLifecycle()
 	must(t, err, "the application cluster's node-lifecycle controller")
 
