@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -93,9 +94,21 @@ func (d *day2) detectDrift(t *testing.T) {
 	c = drifted(metav1.ConditionFalse)
 	assert.Equal(t, bpav1.ReasonNoDrift, c.Reason, c.Message)
 
-	edited, _ = d.edit(t, func(p *bpav1.Provisioning) { p.Spec.DriftCheck = nil })
-	d.waitGeneration(t, edited.Generation, bpav1.PhaseSucceeded)
+	// The check is turned off while one runs, before its resolve-leases: that check's
+	// Provisioning changed under it, and it ends at once (its steps exit 3, which they never
+	// retry). Retried, it held every later check back for its steps' 15 minutes.
+	stale := d.runningDriftCheck(t)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		off := &bpav1.Provisioning{}
+		if err := d.Client.Get(d.ctx, client.ObjectKeyFromObject(d.p), off); err != nil {
+			return err
+		}
+		off.Spec.DriftCheck = nil
+		return d.Client.Update(d.ctx, off)
+	}))
+	d.waitGeneration(t, d.currentGeneration(t), bpav1.PhaseSucceeded)
 	checks := d.finishedDriftChecks(t)
+	assertEndedAtOnce(t, checks, stale)
 	d.assertReadOnly(t, auditFrom, calls, len(checks))
 	d.logDriftCost(t, checks, len(p.Status.Applied.Hosts))
 	t.Logf("drift detection added %s to the scenario", time.Since(start).Round(time.Second))
@@ -119,6 +132,48 @@ func (d *day2) changeNode(t *testing.T, name string, change func(*corev1.Node)) 
 		_, err = d.app.CoreV1().Nodes().Update(d.ctx, n, metav1.UpdateOptions{})
 		return err
 	}))
+}
+
+// runningDriftCheck waits for a drift check of the cluster that has not reached
+// resolve-leases yet, and names it.
+func (d *day2) runningDriftCheck(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute) // a check a minute
+	for {
+		list := &wfv1.WorkflowList{}
+		require.NoError(t, d.Reader.List(d.ctx, list, client.InNamespace(d.Namespace), client.MatchingLabels{bpav1.DriftCheckOfLabel: d.p.Name}))
+		for _, wf := range list.Items {
+			if wf.Status.Phase == wfv1.WorkflowRunning && !slices.ContainsFunc(slices.Collect(maps.Values(wf.Status.Nodes)), func(n wfv1.NodeStatus) bool {
+				return n.DisplayName == "resolve-leases"
+			}) {
+				return wf.Name
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no drift check started")
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// assertEndedAtOnce checks that the drift check named stale, whose Provisioning changed
+// while it ran, failed at the first of its steps that read the Provisioning after the
+// change, in one attempt.
+func assertEndedAtOnce(t *testing.T, checks []wfv1.Workflow, stale string) {
+	t.Helper()
+	i := slices.IndexFunc(checks, func(wf wfv1.Workflow) bool { return wf.Name == stale })
+	require.GreaterOrEqual(t, i, 0, "drift check %s is kept", stale)
+	wf := checks[i]
+	assert.Equal(t, wfv1.WorkflowFailed, wf.Status.Phase, stale)
+	var stopped []string
+	for _, n := range wf.Status.Nodes {
+		if n.Type != wfv1.NodeTypeRetry || n.Phase != wfv1.NodeFailed {
+			continue
+		}
+		stopped = append(stopped, n.DisplayName)
+		assert.Contains(t, []string{"resolve-leases", "render-inventory"}, n.DisplayName, "%s: %s", stale, n.Message)
+		require.Len(t, n.Children, 1, "%s: %s ran once, not retried", stale, n.DisplayName)
+		assert.Contains(t, wf.Status.Nodes[n.Children[0]].Message, "changed since this run started", stale)
+	}
+	assert.Len(t, stopped, 1, "%s stopped at one step", stale)
 }
 
 // finishedDriftChecks are the cluster's drift checks that ended, waiting for a running one.
