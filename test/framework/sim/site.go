@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	metal3v1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/akraino-edge-stack/bpa/hack/images"
 	bpav1 "github.com/akraino-edge-stack/bpa/pkg/apis/bpa/v1alpha1"
@@ -125,6 +127,9 @@ func Start(t framework.T, opts Options) *Base {
 // startCache starts a cache of cfg's apiserver for t's lifetime (Base.Reader).
 func startCache(t framework.T, cfg *rest.Config) client.Reader {
 	t.Helper()
+	// The cache's informers log through controller-runtime's root logger, which nothing in a
+	// test or the demo sets: without this, it prints a warning with a goroutine's stack.
+	ctrllog.SetLogger(logr.Discard())
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme.New()})
 	must(t, err, "the tests' cache")
 	ctx, cancel := context.WithCancel(context.Background())
