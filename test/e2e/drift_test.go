@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -98,15 +97,16 @@ func (d *day2) detectDrift(t *testing.T) {
 	// Provisioning changed under it, and it ends at once (its steps exit 3, which they never
 	// retry). Retried, it held every later check back for its steps' 15 minutes.
 	stale := d.runningDriftCheck(t)
+	// Not d.edit: its `bpa plan` would let the check reach resolve-leases first.
+	off := &bpav1.Provisioning{}
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		off := &bpav1.Provisioning{}
 		if err := d.Client.Get(d.ctx, client.ObjectKeyFromObject(d.p), off); err != nil {
 			return err
 		}
 		off.Spec.DriftCheck = nil
 		return d.Client.Update(d.ctx, off)
 	}))
-	d.waitGeneration(t, d.currentGeneration(t), bpav1.PhaseSucceeded)
+	d.waitGeneration(t, off.Generation, bpav1.PhaseSucceeded)
 	checks := d.finishedDriftChecks(t)
 	assertEndedAtOnce(t, checks, stale)
 	d.assertReadOnly(t, auditFrom, calls, len(checks))
@@ -140,12 +140,8 @@ func (d *day2) runningDriftCheck(t *testing.T) string {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute) // a check a minute
 	for {
-		list := &wfv1.WorkflowList{}
-		require.NoError(t, d.Reader.List(d.ctx, list, client.InNamespace(d.Namespace), client.MatchingLabels{bpav1.DriftCheckOfLabel: d.p.Name}))
-		for _, wf := range list.Items {
-			if wf.Status.Phase == wfv1.WorkflowRunning && !slices.ContainsFunc(slices.Collect(maps.Values(wf.Status.Nodes)), func(n wfv1.NodeStatus) bool {
-				return n.DisplayName == "resolve-leases"
-			}) {
+		for _, wf := range d.cachedWorkflowsOf(t, bpav1.DriftCheckOfLabel, d.p.Name) {
+			if wf.Status.Phase == wfv1.WorkflowRunning && wf.Status.Nodes.FindByDisplayName("resolve-leases") == nil {
 				return wf.Name
 			}
 		}

@@ -632,13 +632,12 @@ func (e *env) scenarioClusterMutex(t *testing.T) {
 	require.NoError(t, err, out)
 	deadline := time.Now().Add(2 * runTimeout) // the rerun and the ad-hoc run, one after the other
 	for {
-		// From the cache (Base.Reader): ten reads a second cost the apiserver nothing.
-		list := &wfv1.WorkflowList{}
-		require.NoError(t, e.Reader.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: a.Name}))
+		// From the cache: ten reads a second cost the apiserver nothing.
+		wfs := e.cachedWorkflowsOf(t, bpav1.ProvisioningNameLabel, a.Name)
 		// An ad-hoc run looks its CR up before it takes the cluster's mutex: what must
 		// never overlap is the steps that act on the cluster.
 		running, done := 0, 0
-		for _, wf := range list.Items {
+		for _, wf := range wfs {
 			if wf.Status.Fulfilled() {
 				done++
 			}
@@ -979,8 +978,18 @@ func (e *env) waitGoneWithin(t *testing.T, obj client.Object, bound time.Duratio
 }
 
 func (e *env) workflowsOf(t *testing.T, label, name string) []wfv1.Workflow {
+	return e.workflowsFrom(t, e.Client, label, name)
+}
+
+// cachedWorkflowsOf is workflowsOf from the cache (Base.Reader), for what polls: never for
+// asserting that a Workflow is absent.
+func (e *env) cachedWorkflowsOf(t *testing.T, label, name string) []wfv1.Workflow {
+	return e.workflowsFrom(t, e.Reader, label, name)
+}
+
+func (e *env) workflowsFrom(t *testing.T, r client.Reader, label, name string) []wfv1.Workflow {
 	list := &wfv1.WorkflowList{}
-	require.NoError(t, e.Client.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{label: name}))
+	require.NoError(t, r.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{label: name}))
 	return list.Items
 }
 
@@ -989,9 +998,7 @@ func (e *env) waitWorkflow(t *testing.T, name, what string, cond func(*wfv1.Work
 	t.Helper()
 	deadline := time.Now().Add(runTimeout)
 	for time.Now().Before(deadline) {
-		list := &wfv1.WorkflowList{}
-		require.NoError(t, e.Reader.List(e.ctx, list, client.InNamespace(e.Namespace), client.MatchingLabels{bpav1.ProvisioningNameLabel: name}))
-		for _, wf := range list.Items {
+		for _, wf := range e.cachedWorkflowsOf(t, bpav1.ProvisioningNameLabel, name) {
 			if cond(&wf) {
 				return
 			}
